@@ -1,0 +1,1 @@
+"""presage: a predictive autoscaler for Kubernetes."""

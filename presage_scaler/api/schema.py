@@ -1,0 +1,163 @@
+"""The machinery behind the API declaration in :mod:`presage_scaler.api.types`.
+
+A field is declared once, as a pydantic field with a description, a wire default and OpenAPI
+bounds; a cross-field rule is declared once, as CEL for the API server plus the same check in
+Python for parsing outside a cluster (``presage backtest --spec``). The CRD generator
+(:mod:`crdgen`), the reference generator (:mod:`docgen`) and the parser (:mod:`parse`) all read
+these declarations; nothing about a field is written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field as dataclass_field
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic.alias_generators import to_camel
+
+from presage_scaler.api import quantities
+
+
+@dataclass(frozen=True, eq=False)
+class Wire:
+    """How a typed value travels in a CR: its OpenAPI schema, and its type as the docs name it."""
+
+    schema: dict[str, Any]
+    doc_type: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field validation rule: CEL for the API server, ``check`` for Python parsing.
+
+    ``message`` names the fields involved; ``field_path`` (relative, e.g. ``.minReplicas``) lets
+    the API server report the error on that field.
+    """
+
+    cel: str
+    message: str
+    check: Callable[[Any], bool]
+    field_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Per-field facts pydantic does not model: OpenAPI keywords and required-with-default."""
+
+    openapi: dict[str, Any] = dataclass_field(default_factory=dict)
+    required: bool = False
+    object_default: bool = False
+
+
+def _serialize_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(quantities.parse_duration),
+    PlainSerializer(quantities.format_duration, return_type=str),
+    Wire({"type": "string", "pattern": quantities.DURATION_PATTERN}, "string"),
+]
+Quantile = Annotated[
+    float,
+    BeforeValidator(quantities.parse_quantile),
+    PlainSerializer(quantities.format_quantile, return_type=str),
+    Wire({"type": "string", "pattern": quantities.QUANTILE_PATTERN}, "string"),
+]
+DecimalString = Annotated[
+    float,
+    BeforeValidator(quantities.parse_decimal),
+    PlainSerializer(quantities.format_decimal, return_type=str),
+    Wire({"type": "string", "pattern": quantities.DECIMAL_PATTERN}, "string"),
+]
+# A status value that may be negative or fractional (a forecast); written as a decimal string.
+MeasuredString = Annotated[
+    float,
+    BeforeValidator(float),
+    PlainSerializer(quantities.format_decimal, return_type=str),
+    Wire({"type": "string"}, "string"),
+]
+_INT_OR_STRING = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+IntOrPercent = Annotated[
+    quantities.Amount,
+    BeforeValidator(quantities.parse_amount),
+    PlainSerializer(str, return_type=str),
+    Wire({**_INT_OR_STRING, "pattern": quantities.AMOUNT_PATTERN}, "int-or-string"),
+]
+IntOrDecimal = Annotated[
+    quantities.Amount,
+    BeforeValidator(lambda raw: quantities.parse_amount(raw, allow_percent=False)),
+    PlainSerializer(str, return_type=str),
+    Wire({**_INT_OR_STRING, "pattern": quantities.DECIMAL_PATTERN}, "int-or-string"),
+]
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(_serialize_time, return_type=str),
+    Wire({"type": "string", "format": "date-time"}, "string"),
+]
+Int64 = Annotated[int, Wire({"type": "integer", "format": "int64"}, "integer")]
+Int32 = Annotated[int, Wire({"type": "integer", "format": "int32"}, "integer")]
+
+_UNSET: Any = object()
+
+
+def field(
+    description: str = "",
+    *,
+    default: Any = _UNSET,
+    default_factory: Callable[[], Any] | None = None,
+    required: bool = False,
+    alias: str | None = None,
+    object_default: bool = False,
+    **openapi: Any,
+) -> Any:
+    """Declare an API field.
+
+    ``default`` is the wire value (``"5m"``, ``"10%"``), parsed like user input, so the CRD, the
+    docs and Python agree on it. ``required`` marks a field required even though it has a
+    default (the reference's ``ForecastBackend.spec.type``). ``object_default`` gives an optional
+    nested object the CRD default ``{}``, so the API server fills its children's defaults.
+    ``openapi`` holds extra schema keywords (``minimum``, ``maxItems``, ...).
+    """
+    extra = Extra(openapi=openapi, required=required, object_default=object_default)
+    kwargs: dict[str, Any] = {"description": " ".join(description.split()) or None, "json_schema_extra": {"presage": extra}}
+    if alias is not None:
+        kwargs["alias"] = alias
+    if default_factory is not None:
+        return Field(default_factory=default_factory, **kwargs)
+    if default is not _UNSET:
+        return Field(default=default, **kwargs)
+    return Field(**kwargs)
+
+
+def field_extra(info: Any) -> Extra:
+    """The :class:`Extra` attached to a pydantic ``FieldInfo`` by :func:`field`."""
+    extra = info.json_schema_extra or {}
+    return extra.get("presage", Extra()) if isinstance(extra, dict) else Extra()
+
+
+class APIModel(BaseModel):
+    """Base of every API object and nested type: camelCase on the wire, rules checked on parse."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=True,
+        extra="forbid",
+        frozen=True,
+    )
+    cel_rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> APIModel:
+        for rule in type(self).cel_rules:
+            if not rule.check(self):
+                raise ValueError(rule.message)
+        return self
+
+    def to_wire(self) -> dict[str, Any]:
+        """The object as the API server stores it: camelCase keys, unset fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

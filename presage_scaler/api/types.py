@@ -1,0 +1,736 @@
+"""The presage API, declared once: group ``scaling.presage.sh``, version ``v1alpha1``.
+
+Every field, default, bound and description of the API reference lives here. ``crds/`` and
+``docs/api-reference.md`` are generated from these classes (``presage crds``), and CRs are
+parsed into them (:mod:`presage_scaler.api.parse`). Class docstrings are the type descriptions
+that the reference prints; keep them to one paragraph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from presage_scaler.api import quantities
+from presage_scaler.api.schema import (
+    APIModel,
+    DecimalString,
+    Duration,
+    Int32,
+    Int64,
+    IntOrDecimal,
+    IntOrPercent,
+    MeasuredString,
+    Quantile,
+    Rule,
+    Timestamp,
+    field,
+)
+
+GROUP = "scaling.presage.sh"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "presage"
+
+BackendType = Literal["TimesFM", "SeasonalNaive"]
+Mode = Literal["Shadow", "Enforce"]
+LeadTimeSource = Literal["Static", "Observed"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+CONSTRAINTS = (
+    "MinReplicas",
+    "MaxReplicas",
+    "ReactiveFloor",
+    "ForecastUncertainty",
+    "ScaleDownWindow",
+    "MaxScaleUpRate",
+    "MaxScaleDownRate",
+)
+
+_URL = {"pattern": r"^https?://", "maxLength": 2048}
+
+
+def _cel_matches(expr: str, pattern: str) -> str:
+    """A CEL ``matches`` call; raw string literal so the regex's backslashes survive."""
+    return f"{expr}.matches(r'{pattern}')"
+
+
+def _positive(duration_field: str) -> Rule:
+    return Rule(
+        cel=f"duration(self.{duration_field}) > duration('0s')",
+        message=f"{duration_field} must be longer than 0s",
+        check=lambda obj: getattr(obj, _snake(duration_field)).total_seconds() > 0,
+        field_path=f".{duration_field}",
+    )
+
+
+def _snake(camel: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+
+
+# --- shared nested types -------------------------------------------------------------------
+
+
+class SecretKeyRef(APIModel):
+    """SecretKeyRef selects a key of a Secret in the PredictiveScaler's own namespace."""
+
+    key: str = field(minLength=1, maxLength=253)
+    name: str = field(minLength=1, maxLength=253)
+
+
+_BEARER = "BearerTokenSecretRef optionally supplies an Authorization bearer token."
+
+
+class PrometheusQuery(APIModel):
+    """PrometheusQuery is a query against a Prometheus-compatible HTTP API."""
+
+    address: str = field(
+        'Address is the base URL of the query endpoint, e.g. "http://vmselect.monitoring:8481/select/0/prometheus".',
+        **_URL,
+    )
+    bearer_token_secret_ref: SecretKeyRef | None = field(_BEARER, default=None)
+    insecure_skip_verify: bool | None = field(
+        "InsecureSkipVerify disables TLS verification. Not recommended.", default=None
+    )
+    query: str = field(
+        "Query must evaluate to exactly one series. If it returns more than one, the PredictiveScaler "
+        "goes Degraded rather than silently picking one.",
+        minLength=1,
+        maxLength=16384,
+    )
+
+
+_CAPACITY_QUERY = (
+    "Query optionally derives per-replica capacity from live data instead of a constant, e.g. average "
+    "capacity across the fleet. Takes precedence over PerReplica when set."
+)
+
+
+class CapacitySpec(APIModel):
+    """CapacitySpec converts a signal's units into replicas."""
+
+    per_replica: IntOrDecimal = field(
+        "PerReplica is how many units of the signal one replica serves. If the signal is already "
+        "expressed in replicas (for example, forecasting allocated GameServers directly), set this to 1.",
+        default=1,
+    )
+    query: PrometheusQuery | None = field(_CAPACITY_QUERY, default=None)
+
+    cel_rules = (
+        Rule(
+            cel=(
+                "has(self.query) || !"
+                + _cel_matches("string(self.perReplica)", quantities.DECIMAL_PATTERN)
+                + " || double(string(self.perReplica)) > 0.0"
+            ),
+            message="perReplica must be greater than 0",
+            check=lambda c: c.query is not None or c.per_replica.value > 0,
+            field_path=".perReplica",
+        ),
+    )
+
+
+_HISTORY = (
+    "History is how much past data to feed the model. Capped by the backend's maximum context length. "
+    "Two to four weeks is a reasonable default for workloads with weekly seasonality."
+)
+_RESOLUTION = (
+    "Resolution is the bucket width the series is sampled at. This is the single most consequential "
+    "tuning knob: a foundation model sees a fixed number of points, so resolution decides how far back "
+    "its context reaches. At 5m with a 16k-point context you get ~57 days, which comfortably covers "
+    "weekly seasonality. At 1m you get ~11 days, which does not."
+)
+_SIGNAL_RULES = (
+    _positive("resolution"),
+    Rule(
+        cel="duration(self.history) >= duration(self.resolution)",
+        message="history must be at least one resolution step",
+        check=lambda s: s.history >= s.resolution,
+        field_path=".history",
+    ),
+)
+
+
+class Signal(APIModel):
+    """Signal is the single-signal form, paired with the top-level Capacity. Exactly one of Signal or
+    Signals must be set."""
+
+    history: Duration = field(_HISTORY, default="336h")
+    prometheus: PrometheusQuery | None = field(
+        "Prometheus reads the signal from a Prometheus-compatible range query endpoint (Prometheus, "
+        "Thanos, Mimir, VictoriaMetrics vmselect, ...).",
+        default=None,
+    )
+    resolution: Duration = field(_RESOLUTION, default="5m")
+
+    cel_rules = (
+        Rule(
+            cel="has(self.prometheus)",
+            message="prometheus is required",
+            check=lambda s: s.prometheus is not None,
+            field_path=".prometheus",
+        ),
+        *_SIGNAL_RULES,
+    )
+
+
+class NamedSignal(APIModel):
+    """NamedSignal is one demand dimension in a multi-signal scaler. Each signal is converted to a
+    replica requirement independently and the largest binds, the way an HPA combines multiple metrics.
+    A workload has to be big enough for every dimension it serves, so summing or averaging them would
+    let a quiet dimension mask a busy one."""
+
+    capacity: CapacitySpec = field(
+        "Capacity converts this signal's units into replicas. Required, because there is no sensible "
+        "shared default across dimensions measured in different units."
+    )
+    history: Duration = field(default="336h")
+    name: str = field(
+        "Name identifies the signal in status and metrics. Must be unique within the scaler.",
+        minLength=1,
+        maxLength=63,
+        pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$",
+    )
+    prometheus: PrometheusQuery = field("Prometheus reads this signal from a Prometheus-compatible endpoint.")
+    resolution: Duration = field(default="5m")
+
+    cel_rules = _SIGNAL_RULES
+
+
+# --- PredictiveScaler.spec -----------------------------------------------------------------
+
+
+class ForecastSpec(APIModel):
+    """ForecastSpec selects and parameterises the forecasting backend."""
+
+    backend_ref: str | None = field(
+        'BackendRef names a cluster-scoped ForecastBackend. If unset, the backend named "default" is used.',
+        default=None,
+        maxLength=253,
+    )
+    horizon: Duration | None = field(
+        "Horizon is how far ahead to forecast. It must be at least the lead time; forecasting further is "
+        "harmless and makes the projected curve useful for dashboards. Defaults to 4x the resolved lead time.",
+        default=None,
+    )
+
+
+class LeadTimeSpec(APIModel):
+    """LeadTimeSpec configures the forecast horizon. This is the reason predictive autoscaling beats
+    reactive autoscaling. A reactive autoscaler observes demand at time T and starts a replica that is
+    only useful at T+lead, so it is structurally always one lead time behind. presage forecasts demand at
+    T+lead and provisions for that instead."""
+
+    max: Duration = field(default="15m")
+    min: Duration = field(
+        "Min and Max clamp the resolved lead time. They bound the damage from a bad Observed query and stop "
+        "the horizon from collapsing to zero (which would silently turn presage into a reactive autoscaler).",
+        default="30s",
+    )
+    observed: PrometheusQuery | None = field(
+        "Observed is the query used when Source is Observed. It must return a single scalar in seconds -- "
+        "typically a high quantile of the time from pod creation to readiness.",
+        default=None,
+    )
+    source: LeadTimeSource = field(
+        "LeadTimeSource selects how the provisioning lead time is determined.", default="Static"
+    )
+    static: Duration = field("Static is the lead time used when Source is Static.", default="2m")
+
+    cel_rules = (
+        Rule(
+            cel="duration(self.min) <= duration(self.max)",
+            message="min must be less than or equal to max",
+            check=lambda lt: lt.min <= lt.max,
+            field_path=".min",
+        ),
+        Rule(
+            cel="self.source != 'Observed' || has(self.observed)",
+            message="observed is required when source is Observed",
+            check=lambda lt: lt.source != "Observed" or lt.observed is not None,
+            field_path=".observed",
+        ),
+    )
+
+
+class ReactiveFloorSpec(APIModel):
+    """ReactiveFloor keeps a conventional reactive computation running alongside the forecast and takes
+    the maximum of the two. With it enabled, forecast error can only ever cause over-provisioning --
+    presage is then strictly safer than the reactive policy it replaces. Disabling it is what unlocks
+    scale-to-zero, at the cost of that guarantee. MaxReplicas and MaxScaleUpRate remain hard constraints
+    and can bind below the floor; the floor removes forecast error as a cause of under-provisioning, not
+    operator-configured limits."""
+
+    buffer_size: IntOrPercent = field(
+        "BufferSize is the spare capacity the reactive floor insists on, as an absolute number of replicas "
+        "or a percentage of current demand.",
+        default="10%",
+    )
+    enabled: bool = field(default=True)
+
+
+class ScaleDownUncertaintyGuardSpec(APIModel):
+    """ScaleDownUncertaintyGuard refuses to release capacity while the forecast is too uncertain. Adding
+    capacity is deliberately never gated this way."""
+
+    enabled: bool = field(default=True)
+    max_relative_spread: DecimalString = field(
+        "MaxRelativeSpread is the largest (upper - lower) / max(lower, 1) that still permits a scale-down. "
+        "Lower values are more conservative.",
+        default="0.25",
+    )
+
+
+class StabilizationSpec(APIModel):
+    """StabilizationSpec damps oscillation."""
+
+    max_scale_down_rate: IntOrPercent = field("MaxScaleDownRate caps a single step's decrease.", default="20%")
+    max_scale_up_rate: IntOrPercent = field(
+        "MaxScaleUpRate caps a single step's increase, as replicas or a percentage of current replicas.",
+        default="100%",
+    )
+    scale_down_window: Duration = field(
+        "ScaleDownWindow is how long the recommendation must stay below the current replica count before a "
+        "scale-down is allowed. Scale-up is deliberately not delayed by default: the whole point is to be "
+        "early.",
+        default="15m",
+    )
+
+
+class PolicySpec(APIModel):
+    """PolicySpec is the decision layer: how a predictive distribution becomes a replica count."""
+
+    headroom: IntOrPercent = field(
+        "Headroom is extra capacity applied on top of the forecast, as an absolute number of signal units or "
+        "a percentage.",
+        default="10%",
+    )
+    max_replicas: Int32 = field(minimum=1)
+    min_replicas: Int32 = field(default=1, minimum=0)
+    reactive_floor: ReactiveFloorSpec = field(
+        ReactiveFloorSpec.__doc__ or "", default_factory=ReactiveFloorSpec, object_default=True
+    )
+    scale_down_quantile: Quantile = field(
+        "ScaleDownQuantile is the lower quantile used to measure how confident the forecast is. It never "
+        "sets the target -- its only job is to feed ScaleDownUncertaintyGuard.",
+        default="0.5",
+    )
+    scale_down_uncertainty_guard: ScaleDownUncertaintyGuardSpec = field(
+        ScaleDownUncertaintyGuardSpec.__doc__ or "",
+        default_factory=ScaleDownUncertaintyGuardSpec,
+        object_default=True,
+    )
+    stabilization: StabilizationSpec = field(
+        StabilizationSpec.__doc__ or "", default_factory=StabilizationSpec, object_default=True
+    )
+    target_quantile: Quantile = field(
+        "TargetQuantile is the service level capacity is sized to: the workload is provisioned for the "
+        "demand this quantile of the forecast implies, in both directions. Raising it buys protection "
+        "against being wrong in the expensive direction. Note that a more uncertain forecast has a fatter "
+        "upper tail, so this automatically provisions more when the model is unsure. Uncertainty should buy "
+        "capacity, not hesitation.",
+        default="0.9",
+    )
+
+    cel_rules = (
+        Rule(
+            cel="self.minReplicas <= self.maxReplicas",
+            message="minReplicas must be less than or equal to maxReplicas",
+            check=lambda p: p.min_replicas <= p.max_replicas,
+            field_path=".minReplicas",
+        ),
+        Rule(
+            cel=(
+                f"!{_cel_matches('self.scaleDownQuantile', quantities.QUANTILE_PATTERN)}"
+                f" || !{_cel_matches('self.targetQuantile', quantities.QUANTILE_PATTERN)}"
+                " || double(self.scaleDownQuantile) <= double(self.targetQuantile)"
+            ),
+            message="scaleDownQuantile must be less than or equal to targetQuantile",
+            check=lambda p: p.scale_down_quantile <= p.target_quantile,
+            field_path=".scaleDownQuantile",
+        ),
+    )
+
+
+class AgonesFleetTarget(APIModel):
+    """Agones carries options that only apply when Kind is "Fleet" in the agones.dev group. When set,
+    presage does not write replicas directly; it publishes the recommendation on its FleetAutoscaler
+    webhook endpoint so that Agones remains the single writer of Fleet replicas."""
+
+    max_recommendation_age: Duration = field(
+        "MaxRecommendationAge is how stale a cached recommendation may be before the webhook starts refusing "
+        "to answer (returning an error so that a Chain policy falls through to its next entry). Keep this "
+        "comfortably above the reconcile Interval.",
+        default="5m",
+    )
+
+
+class ScaleTargetRef(APIModel):
+    """ScaleTargetRef identifies the workload whose replica count is being managed. Two families of
+    target are supported: - Anything exposing the standard scale subresource (Deployment, StatefulSet,
+    ReplicaSet, and most custom resources that implement it). This is the default and requires no
+    target-specific support in presage. - An Agones Fleet, which is NOT scaled directly. Instead presage
+    serves a FleetAutoscaler webhook for it; see AgonesFleetTarget."""
+
+    agones: AgonesFleetTarget | None = field(AgonesFleetTarget.__doc__ or "", default=None)
+    api_version: str = field('APIVersion of the target, e.g. "apps/v1".', minLength=1, maxLength=253)
+    kind: str = field('Kind of the target, e.g. "Deployment".', minLength=1, maxLength=63)
+    name: str = field(
+        "Name of the target. Must be in the same namespace as the PredictiveScaler.", minLength=1, maxLength=253
+    )
+
+    @property
+    def is_agones_fleet(self) -> bool:
+        """Whether the target is an agones.dev Fleet (scaled through the webhook, not directly)."""
+        return self.kind == "Fleet" and self.api_version.startswith("agones.dev/")
+
+    cel_rules = (
+        Rule(
+            cel="!has(self.agones) || (self.kind == 'Fleet' && self.apiVersion.startsWith('agones.dev/'))",
+            message="agones applies only to an agones.dev Fleet (apiVersion agones.dev/v1, kind Fleet)",
+            check=lambda t: t.agones is None or t.is_agones_fleet,
+            field_path=".agones",
+        ),
+    )
+
+
+class PredictiveScalerSpec(APIModel):
+    """PredictiveScalerSpec defines the desired state of a PredictiveScaler."""
+
+    capacity: CapacitySpec | None = field(
+        "Capacity applies to the single-signal form only; multi-signal scalers carry a capacity per signal.",
+        default=None,
+    )
+    forecast: ForecastSpec = field(ForecastSpec.__doc__ or "", default_factory=ForecastSpec)
+    interval: Duration = field(
+        "Interval is how often to refresh the forecast and recommendation. Note that for Agones targets this "
+        "is decoupled from the FleetAutoscaler sync period: Agones may poll the webhook every 30s while "
+        "presage refreshes the underlying forecast far less often.",
+        default="1m",
+    )
+    lead_time: LeadTimeSpec = field(LeadTimeSpec.__doc__ or "", default_factory=LeadTimeSpec, object_default=True)
+    mode: Mode = field(
+        "Mode defaults to Shadow. Run a workload in Shadow long enough to compare the recommendation against "
+        "what actually happened before switching.",
+        default="Shadow",
+    )
+    policy: PolicySpec = field(PolicySpec.__doc__ or "")
+    scale_target_ref: ScaleTargetRef = field(ScaleTargetRef.__doc__ or "")
+    signal: Signal | None = field(Signal.__doc__ or "", default=None)
+    signals: list[NamedSignal] | None = field(
+        "Signals is the multi-signal form. Each entry becomes a replica requirement and the largest binds, so "
+        "the workload ends up sized for whichever dimension needs the most.",
+        default=None,
+        minItems=1,
+        maxItems=16,
+    )
+
+    cel_rules = (
+        _positive("interval"),
+        Rule(
+            cel="has(self.signal) != has(self.signals)",
+            message="exactly one of signal or signals must be set",
+            check=lambda s: (s.signal is None) != (s.signals is None),
+        ),
+        Rule(
+            cel="!has(self.capacity) || has(self.signal)",
+            message="capacity applies only to the single-signal form (signal); with signals, set "
+            "signals[].capacity",
+            check=lambda s: s.capacity is None or s.signal is not None,
+            field_path=".capacity",
+        ),
+        Rule(
+            cel="!has(self.signals) || self.signals.all(s, self.signals.exists_one(t, t.name == s.name))",
+            message="signal names must be unique within the scaler",
+            check=lambda s: s.signals is None or len({sig.name for sig in s.signals}) == len(s.signals),
+            field_path=".signals",
+        ),
+    )
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+class Condition(APIModel):
+    """Condition contains details for one aspect of the current state of this API Resource."""
+
+    last_transition_time: Timestamp = field(
+        "lastTransitionTime is the last time the condition transitioned from one status to another. This "
+        "should be when the underlying condition changed. If that is not known, then using the time when "
+        "the API field changed is acceptable."
+    )
+    message: str = field(
+        "message is a human readable message indicating details about the transition. This may be an empty "
+        "string.",
+        maxLength=32768,
+    )
+    observed_generation: Int64 | None = field(
+        "observedGeneration represents the .metadata.generation that the condition was set based upon. For "
+        "instance, if .metadata.generation is currently 12, but the .status.conditions[x].observedGeneration "
+        "is 9, the condition is out of date with respect to the current state of the instance.",
+        default=None,
+        minimum=0,
+    )
+    reason: str = field(
+        "reason contains a programmatic identifier indicating the reason for the condition's last "
+        "transition. Producers of specific condition types may define expected values and meanings for this "
+        "field, and whether the values are considered a guaranteed API. The value should be a CamelCase "
+        "string. This field may not be empty.",
+        minLength=1,
+        maxLength=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+    )
+    status: ConditionStatus = field("status of the condition, one of True, False, Unknown.")
+    type: str = field(
+        "type of condition in CamelCase or in foo.example.com/CamelCase.",
+        maxLength=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+    )
+
+
+class RecommendationBreakdown(APIModel):
+    """RecommendationBreakdown records how the number was arrived at, so that a surprising replica count
+    can be explained without re-deriving it."""
+
+    binding_signal: str | None = field(
+        "BindingSignal names the signal that required the most replicas. With several signals this answers "
+        '"which dimension is driving the size of this workload", which is the first thing anyone asks.',
+        default=None,
+    )
+    constraint: str | None = field(
+        'Constraint names the binding constraint, if any: one of "MinReplicas", "MaxReplicas", '
+        '"ReactiveFloor", "ForecastUncertainty", "ScaleDownWindow", "MaxScaleUpRate", "MaxScaleDownRate", '
+        'or "" when the forecast bound.',
+        default=None,
+    )
+    predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")
+    reactive: Int32 | None = field(
+        "Reactive is the replica count the reactive floor would have chosen.", default=None
+    )
+
+
+class LastForecast(APIModel):
+    """LastForecast describes the binding signal's forecast."""
+
+    backend: str = field("Backend that produced it.")
+    generated_at: Timestamp = field("GeneratedAt is when the forecast was produced.")
+    lead_time_seconds: Int64 = field("LeadTimeSeconds actually used for this forecast.")
+    model: str | None = field("Model identifier reported by the backend, if any.", default=None)
+    point: MeasuredString = field("Point is the point forecast at the lead time.")
+    quantiles: dict[str, MeasuredString] | None = field(
+        "Quantiles maps quantile to forecast value at the lead time.", default=None
+    )
+    revision: str | None = field(
+        "Revision of the model weights, when the backend pins one. presage does not vendor weights, so "
+        "recording which revision produced a forecast is the only way to explain a behaviour change that "
+        "came from the model rather than from configuration.",
+        default=None,
+    )
+
+
+class SignalStatus(APIModel):
+    """SignalStatus is the per-signal view of one evaluation."""
+
+    forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
+    gap_steps: Int32 | None = field(
+        "GapSteps is how many steps of the query window were gap-filled.", default=None
+    )
+    name: str = field()
+    observed: MeasuredString = field("Observed is the latest sampled value.")
+    replicas: Int32 = field("Replicas this signal alone would have required.")
+
+
+class PredictiveScalerStatus(APIModel):
+    """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
+
+    breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
+    conditions: list[Condition] | None = field(default=None)
+    current_replicas: Int32 | None = field("CurrentReplicas last read from the target.", default=None)
+    last_forecast: LastForecast | None = field(LastForecast.__doc__ or "", default=None)
+    last_scale_time: Timestamp | None = field(default=None)
+    observed_generation: Int64 | None = field(default=None)
+    recommended_replicas: Int32 | None = field(
+        "RecommendedReplicas is what presage would apply (and does apply in Enforce mode).", default=None
+    )
+    scale_down_candidate_since: Timestamp | None = field(
+        "ScaleDownCandidateSince tracks the start of the scale-down stabilization window. Cleared whenever "
+        "the recommendation stops being below current.",
+        default=None,
+    )
+    signal_statuses: list[SignalStatus] | None = field(
+        "SignalStatuses carries one entry per configured signal, so a multi-signal scaler can be debugged "
+        "without guessing which dimension produced which number.",
+        default=None,
+    )
+
+
+# --- ForecastBackend ---------------------------------------------------------------------------
+
+
+class SeasonalNaiveBackend(APIModel):
+    """SeasonalNaiveBackend configures the built-in baseline forecaster."""
+
+    cycles: Int32 = field(
+        "Cycles is how many past seasons to average over. Quantiles come from the empirical distribution of "
+        "residuals across these cycles.",
+        default=3,
+        minimum=1,
+        maximum=52,
+    )
+    season: Duration = field("Season is the periodicity to repeat, typically 24h or 168h.", default="168h")
+
+    cel_rules = (_positive("season"),)
+
+
+class TimesFMBackend(APIModel):
+    """TimesFMBackend configures the TimesFM model server."""
+
+    endpoint: str = field(
+        'Endpoint is the base URL of a presage-forecaster instance, e.g. '
+        '"http://presage-forecaster.presage-system:8080".',
+        **_URL,
+    )
+    max_context: Int32 = field(
+        "MaxContext is the number of input points the model was compiled for. TimesFM 2.5 supports up to "
+        "16384. Together with the signal Resolution this decides how far back the model can see: 4096 points "
+        "at 5m resolution is ~14 days.",
+        default=4096,
+        minimum=1,
+        maximum=16384,
+    )
+    max_horizon: Int32 = field(
+        "MaxHorizon is the number of output points the model was compiled for.", default=64, minimum=1
+    )
+    model: str = field(
+        "Model is the checkpoint the server should load. Changing this requires restarting the forecaster; "
+        "presage only reports what the server tells it.",
+        default="google/timesfm-2.5-200m-pytorch",
+        minLength=1,
+    )
+    timeout: Duration = field("Timeout for a single forecast request.", default="30s")
+    use_quantile_head: bool = field(
+        "UseQuantileHead enables TimesFM 2.5's continuous quantile head. Without it you get a point forecast "
+        "only, and the asymmetric up/down quantile policy degenerates to a single number.",
+        default=True,
+    )
+
+    cel_rules = (_positive("timeout"),)
+
+
+class ForecastBackendSpec(APIModel):
+    """ForecastBackendSpec defines a forecasting backend usable by any PredictiveScaler in the cluster."""
+
+    seasonal_naive: SeasonalNaiveBackend | None = field(SeasonalNaiveBackend.__doc__ or "", default=None)
+    times_fm: TimesFMBackend | None = field(TimesFMBackend.__doc__ or "", default=None, alias="timesFM")
+    type: BackendType = field(
+        "BackendType selects a forecasting implementation.", default="SeasonalNaive", required=True
+    )
+
+    cel_rules = (
+        Rule(
+            cel="self.type != 'TimesFM' || has(self.timesFM)",
+            message="timesFM is required when type is TimesFM",
+            check=lambda b: b.type != "TimesFM" or b.times_fm is not None,
+            field_path=".timesFM",
+        ),
+        Rule(
+            cel="!has(self.seasonalNaive) || self.type == 'SeasonalNaive'",
+            message="seasonalNaive applies only when type is SeasonalNaive",
+            check=lambda b: b.seasonal_naive is None or b.type == "SeasonalNaive",
+            field_path=".seasonalNaive",
+        ),
+    )
+
+    @property
+    def seasonal_naive_or_default(self) -> SeasonalNaiveBackend:
+        """The SeasonalNaive settings, defaulted when the section is omitted."""
+        return self.seasonal_naive or SeasonalNaiveBackend()
+
+
+class ForecastBackendStatus(APIModel):
+    """ForecastBackendStatus reports backend reachability."""
+
+    conditions: list[Condition] | None = field(default=None)
+    last_probe_time: Timestamp | None = field(default=None)
+    model: str | None = field("Model reported by the backend on its last successful probe.", default=None)
+    observed_generation: Int64 | None = field(default=None)
+
+
+# --- kinds -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """One column of ``kubectl get``."""
+
+    name: str
+    json_path: str
+    type: str = "string"
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One API kind: its names, scope, description, spec and status types and printer columns."""
+
+    name: str
+    plural: str
+    short_names: tuple[str, ...]
+    namespaced: bool
+    description: str
+    spec: type[APIModel]
+    status: type[APIModel]
+    printer_columns: tuple[PrinterColumn, ...]
+
+    @property
+    def singular(self) -> str:
+        return self.name.lower()
+
+
+_AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
+
+PREDICTIVE_SCALER = Kind(
+    name="PredictiveScaler",
+    plural="predictivescalers",
+    short_names=("ps", "pscaler"),
+    namespaced=True,
+    description=(
+        "PredictiveScaler forecasts a workload's demand and sizes it for the demand expected once new "
+        "replicas are actually ready."
+    ),
+    spec=PredictiveScalerSpec,
+    status=PredictiveScalerStatus,
+    printer_columns=(
+        PrinterColumn("Mode", ".spec.mode", description="Shadow records only; Enforce is applied by KEDA/Agones"),
+        PrinterColumn("Target", ".spec.scaleTargetRef.name", description="The scaled workload"),
+        PrinterColumn("Current", ".status.currentReplicas", "integer", "Replicas last read from the target"),
+        PrinterColumn("Forecast", ".status.lastForecast.point", description="Point forecast at the lead time"),
+        PrinterColumn("Recommended", ".status.recommendedReplicas", "integer", "What presage recommends"),
+        PrinterColumn("Binding", ".status.breakdown.bindingSignal", description="Signal needing most replicas"),
+        PrinterColumn("Constraint", ".status.breakdown.constraint", description="Constraint that bound"),
+        PrinterColumn(
+            "Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition", priority=1
+        ),
+        _AGE,
+    ),
+)
+
+FORECAST_BACKEND = Kind(
+    name="ForecastBackend",
+    plural="forecastbackends",
+    short_names=("fb", "fcb"),
+    namespaced=False,
+    description="ForecastBackend is a cluster-scoped forecasting engine.",
+    spec=ForecastBackendSpec,
+    status=ForecastBackendStatus,
+    printer_columns=(
+        PrinterColumn("Type", ".spec.type", description="Forecasting implementation"),
+        PrinterColumn("Model", ".status.model", description="Model reported by the backend"),
+        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Reachable"),
+        _AGE,
+    ),
+)
+
+KINDS = (FORECAST_BACKEND, PREDICTIVE_SCALER)

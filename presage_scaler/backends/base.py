@@ -1,0 +1,106 @@
+"""The forecasting backend interface: history in, point + quantiles per step out, plus identity.
+
+Every backend (the built-in SeasonalNaive, the TimesFM model server client) implements
+:class:`Backend`. A call carries a batch of histories, so one evaluation with several signals — or
+a backtest with many decision windows — is one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class History:
+    """A demand series on a regular step, oldest first, already gap-filled (finite values only)."""
+
+    values: np.ndarray
+    step: timedelta
+
+
+@dataclass(frozen=True)
+class ForecastRequest:
+    """What to forecast: ``horizon`` steps after the last point of ``history``, at ``quantiles``."""
+
+    history: History
+    horizon: int
+    quantiles: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A forecast: step ``i`` (0-based) is ``(i + 1) * step`` after the last history point.
+
+    ``quantiles`` maps each requested level to an array of ``horizon`` values. ``method`` says how
+    the numbers were made when it is not the backend's normal path (for example SeasonalNaive's
+    cold-start fallback), so status and logs can report it instead of hiding it.
+    """
+
+    point: np.ndarray
+    quantiles: dict[float, np.ndarray]
+    method: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def at(self, step_index: int, level: float) -> float:
+        """The value at ``level`` for the given step, clamped into the forecast's range."""
+        values = self.quantiles[level]
+        return float(values[min(max(step_index, 0), len(values) - 1)])
+
+    def point_at(self, step_index: int) -> float:
+        """The point forecast for the given step, clamped into the forecast's range."""
+        return float(self.point[min(max(step_index, 0), len(self.point) - 1)])
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Which backend and model produced a forecast, as reported in ``status.lastForecast``."""
+
+    backend: str
+    model: str | None = None
+    revision: str | None = None
+
+
+class BackendError(Exception):
+    """A backend could not forecast. ``reason`` is the CamelCase condition reason to report."""
+
+    reason = "ForecastFailed"
+
+
+class BackendUnavailable(BackendError):
+    """The backend did not answer (connection refused, timeout, not ready)."""
+
+    reason = "BackendUnavailable"
+
+
+class BackendRejected(BackendError):
+    """The backend refused the request (bad input, limits exceeded)."""
+
+    reason = "BackendRejected"
+
+
+class Backend(Protocol):
+    """A forecasting backend: batch forecasts plus the limits and identity it reports."""
+
+    @property
+    def identity(self) -> ModelIdentity:
+        """The backend and model that produce this backend's forecasts."""
+        ...
+
+    @property
+    def max_context(self) -> int | None:
+        """Most history points one forecast may use (None: unbounded)."""
+        ...
+
+    @property
+    def max_horizon(self) -> int | None:
+        """Most forecast steps one request may ask for (None: unbounded)."""
+        ...
+
+    async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+        """Forecast each request; results are in request order. Raises :class:`BackendError`."""
+        ...
