@@ -126,7 +126,7 @@ def parse_decimal(raw: object) -> float:
     if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 0:
         return float(raw)
     if not isinstance(raw, str) or not _DECIMAL_RE.match(raw.strip()):
-        raise ValueError(f"{_quote(raw)} is not a non-negative decimal such as \"0.25\"")
+        raise ValueError(f'{_quote(raw)} is not a non-negative decimal such as "0.25"')
     return float(raw)
 
 

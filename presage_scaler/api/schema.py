@@ -10,7 +10,8 @@ these declarations; nothing about a field is written twice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, ClassVar
 
@@ -59,19 +60,19 @@ Duration = Annotated[
     timedelta,
     BeforeValidator(quantities.parse_duration),
     PlainSerializer(quantities.format_duration, return_type=str),
-    Wire({"type": "string", "pattern": quantities.DURATION_PATTERN}, "string"),
+    Wire({"type": "string", "maxLength": 32, "pattern": quantities.DURATION_PATTERN}, "string"),
 ]
 Quantile = Annotated[
     float,
     BeforeValidator(quantities.parse_quantile),
     PlainSerializer(quantities.format_quantile, return_type=str),
-    Wire({"type": "string", "pattern": quantities.QUANTILE_PATTERN}, "string"),
+    Wire({"type": "string", "maxLength": 16, "pattern": quantities.QUANTILE_PATTERN}, "string"),
 ]
 DecimalString = Annotated[
     float,
     BeforeValidator(quantities.parse_decimal),
     PlainSerializer(quantities.format_decimal, return_type=str),
-    Wire({"type": "string", "pattern": quantities.DECIMAL_PATTERN}, "string"),
+    Wire({"type": "string", "maxLength": 32, "pattern": quantities.DECIMAL_PATTERN}, "string"),
 ]
 # A status value that may be negative or fractional (a forecast); written as a decimal string.
 MeasuredString = Annotated[
@@ -80,7 +81,11 @@ MeasuredString = Annotated[
     PlainSerializer(quantities.format_decimal, return_type=str),
     Wire({"type": "string"}, "string"),
 ]
-_INT_OR_STRING = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+_INT_OR_STRING = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "maxLength": 32,
+}
 IntOrPercent = Annotated[
     quantities.Amount,
     BeforeValidator(quantities.parse_amount),
@@ -123,7 +128,10 @@ def field(
     ``openapi`` holds extra schema keywords (``minimum``, ``maxItems``, ...).
     """
     extra = Extra(openapi=openapi, required=required, object_default=object_default)
-    kwargs: dict[str, Any] = {"description": " ".join(description.split()) or None, "json_schema_extra": {"presage": extra}}
+    kwargs: dict[str, Any] = {
+        "description": " ".join(description.split()) or None,
+        "json_schema_extra": {"presage": extra},
+    }
     if alias is not None:
         kwargs["alias"] = alias
     if default_factory is not None:

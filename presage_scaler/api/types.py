@@ -37,6 +37,9 @@ Mode = Literal["Shadow", "Enforce"]
 LeadTimeSource = Literal["Static", "Observed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
+# Conditions are keyed by type, as in every Kubernetes API.
+_CONDITION_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
 CONSTRAINTS = (
     "MinReplicas",
     "MaxReplicas",
@@ -434,8 +437,7 @@ class PredictiveScalerSpec(APIModel):
         ),
         Rule(
             cel="!has(self.capacity) || has(self.signal)",
-            message="capacity applies only to the single-signal form (signal); with signals, set "
-            "signals[].capacity",
+            message="capacity applies only to the single-signal form (signal); with signals, set signals[].capacity",
             check=lambda s: s.capacity is None or s.signal is not None,
             field_path=".capacity",
         ),
@@ -460,8 +462,7 @@ class Condition(APIModel):
         "the API field changed is acceptable."
     )
     message: str = field(
-        "message is a human readable message indicating details about the transition. This may be an empty "
-        "string.",
+        "message is a human readable message indicating details about the transition. This may be an empty string.",
         maxLength=32768,
     )
     observed_generation: Int64 | None = field(
@@ -505,9 +506,7 @@ class RecommendationBreakdown(APIModel):
         default=None,
     )
     predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")
-    reactive: Int32 | None = field(
-        "Reactive is the replica count the reactive floor would have chosen.", default=None
-    )
+    reactive: Int32 | None = field("Reactive is the replica count the reactive floor would have chosen.", default=None)
 
 
 class LastForecast(APIModel):
@@ -533,9 +532,7 @@ class SignalStatus(APIModel):
     """SignalStatus is the per-signal view of one evaluation."""
 
     forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
-    gap_steps: Int32 | None = field(
-        "GapSteps is how many steps of the query window were gap-filled.", default=None
-    )
+    gap_steps: Int32 | None = field("GapSteps is how many steps of the query window were gap-filled.", default=None)
     name: str = field()
     observed: MeasuredString = field("Observed is the latest sampled value.")
     replicas: Int32 = field("Replicas this signal alone would have required.")
@@ -545,7 +542,7 @@ class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
     breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
-    conditions: list[Condition] | None = field(default=None)
+    conditions: list[Condition] | None = field(default=None, **_CONDITION_LIST)
     current_replicas: Int32 | None = field("CurrentReplicas last read from the target.", default=None)
     last_forecast: LastForecast | None = field(LastForecast.__doc__ or "", default=None)
     last_scale_time: Timestamp | None = field(default=None)
@@ -587,7 +584,7 @@ class TimesFMBackend(APIModel):
     """TimesFMBackend configures the TimesFM model server."""
 
     endpoint: str = field(
-        'Endpoint is the base URL of a presage-forecaster instance, e.g. '
+        "Endpoint is the base URL of a presage-forecaster instance, e.g. "
         '"http://presage-forecaster.presage-system:8080".',
         **_URL,
     )
@@ -651,7 +648,7 @@ class ForecastBackendSpec(APIModel):
 class ForecastBackendStatus(APIModel):
     """ForecastBackendStatus reports backend reachability."""
 
-    conditions: list[Condition] | None = field(default=None)
+    conditions: list[Condition] | None = field(default=None, **_CONDITION_LIST)
     last_probe_time: Timestamp | None = field(default=None)
     model: str | None = field("Model reported by the backend on its last successful probe.", default=None)
     observed_generation: Int64 | None = field(default=None)

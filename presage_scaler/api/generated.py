@@ -1,0 +1,37 @@
+"""The files generated from the API declaration, and the staleness check run by the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from presage_scaler.api.crdgen import crd_filename, render_crd
+from presage_scaler.api.docgen import render_reference
+from presage_scaler.api.types import KINDS
+
+
+def generated_files() -> dict[str, str]:
+    """Repository-relative path → content of every generated file."""
+    files = {f"crds/{crd_filename(kind)}": render_crd(kind) for kind in KINDS}
+    files["docs/api-reference.md"] = render_reference()
+    return files
+
+
+def write_generated(root: Path) -> list[str]:
+    """Write every generated file under ``root``; returns the paths that changed."""
+    changed = []
+    for relative, content in generated_files().items():
+        path = root / relative
+        if not path.exists() or path.read_text() != content:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            changed.append(relative)
+    return changed
+
+
+def stale_generated(root: Path) -> list[str]:
+    """Paths under ``root`` whose content differs from what the declaration generates."""
+    return [
+        relative
+        for relative, content in generated_files().items()
+        if not (root / relative).exists() or (root / relative).read_text() != content
+    ]

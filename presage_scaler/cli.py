@@ -1,0 +1,42 @@
+"""The ``presage`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from presage_scaler.api.generated import stale_generated, write_generated
+
+
+def _cmd_crds(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if args.check:
+        stale = stale_generated(root)
+        for path in stale:
+            print(f"stale: {path} (run `presage crds` to regenerate)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_generated(root):
+        print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    crds = commands.add_parser("crds", help="generate crds/ and docs/api-reference.md from the API declaration")
+    crds.add_argument("--root", default=".", help="repository root to write into (default: .)")
+    crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
+    crds.set_defaults(func=_cmd_crds)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
