@@ -107,6 +107,15 @@ Int64 = Annotated[int, Wire({"type": "integer", "format": "int64"}, "integer")]
 Int32 = Annotated[int, Wire({"type": "integer", "format": "int32"}, "integer")]
 
 _UNSET: Any = object()
+_PYDANTIC_CONSTRAINTS = {
+    "minimum": "ge",
+    "maximum": "le",
+    "minLength": "min_length",
+    "maxLength": "max_length",
+    "minItems": "min_length",
+    "maxItems": "max_length",
+    "pattern": "pattern",
+}
 
 
 def field(
@@ -128,10 +137,13 @@ def field(
     ``openapi`` holds extra schema keywords (``minimum``, ``maxItems``, ...).
     """
     extra = Extra(openapi=openapi, required=required, object_default=object_default)
+    # The same bounds the API server enforces, enforced when parsing outside a cluster too.
+    constraints = {_PYDANTIC_CONSTRAINTS[k]: v for k, v in openapi.items() if k in _PYDANTIC_CONSTRAINTS}
     kwargs: dict[str, Any] = {
         "description": " ".join(description.split()) or None,
         "json_schema_extra": {"presage": extra},
     }
+    kwargs.update(constraints)
     if alias is not None:
         kwargs["alias"] = alias
     if default_factory is not None:

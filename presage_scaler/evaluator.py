@@ -1,0 +1,248 @@
+"""One evaluation of one PredictiveScaler, with no Kubernetes in sight.
+
+Parsed spec, backend, a source of signal data, the current replica count, the persisted policy
+state and the clock go in; a :class:`Recommendation` comes out with ``signalStatuses``,
+``breakdown`` and ``lastForecast`` ready for ``.status``. The controller adds the Kubernetes edges
+(reading replicas and Secrets, writing status); the backtest drives :func:`decide` with a
+simulated clock and batched forecasts. Both run the same decision code.
+
+Sizing window: a scale-down takes effect at once while new capacity only arrives one lead time
+later, so each signal is sized to the highest target-quantile forecast from the next step up to
+and including the lead-time step, not to the lead-time step alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import numpy as np
+
+from presage_scaler.api.types import (
+    LastForecast,
+    PredictiveScalerSpec,
+    PrometheusQuery,
+    RecommendationBreakdown,
+    SignalStatus,
+)
+from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
+from presage_scaler.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
+from presage_scaler.policy import Decision, PolicyState, SignalInput, decide as policy_decide
+
+
+class EvaluationError(Exception):
+    """An evaluation that could not produce a recommendation; ``reason`` is a condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """One signal, whichever form it was declared in (``signal`` + ``capacity``, or ``signals[]``)."""
+
+    name: str
+    query: PrometheusQuery
+    history: timedelta
+    resolution: timedelta
+    per_replica: float
+    capacity_query: PrometheusQuery | None
+
+
+def signal_specs(spec: PredictiveScalerSpec) -> list[SignalSpec]:
+    """The scaler's signals in spec order; the single-signal form is named ``default``."""
+    if spec.signal is not None:
+        assert spec.signal.prometheus is not None  # enforced by the API rules
+        capacity = spec.capacity
+        return [
+            SignalSpec(
+                name="default",
+                query=spec.signal.prometheus,
+                history=spec.signal.history,
+                resolution=spec.signal.resolution,
+                per_replica=capacity.per_replica.value if capacity else 1.0,
+                capacity_query=capacity.query if capacity else None,
+            )
+        ]
+    return [
+        SignalSpec(
+            name=s.name,
+            query=s.prometheus,
+            history=s.history,
+            resolution=s.resolution,
+            per_replica=s.capacity.per_replica.value,
+            capacity_query=s.capacity.query,
+        )
+        for s in spec.signals or ()
+    ]
+
+
+@dataclass(frozen=True)
+class SignalData:
+    """One signal's data for one evaluation, as the I/O edge gathered it."""
+
+    spec: SignalSpec
+    history: History
+    gap_steps: int
+    capacity: float
+
+
+class SignalSource(Protocol):
+    """Where signal data comes from: Prometheus in production, a trace in the backtest."""
+
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+        """History of the signal up to ``now`` (at most ``max_points``) and its gap-filled step count."""
+        ...
+
+    async def instant(self, query: PrometheusQuery, now: datetime) -> float:
+        """The single value an instant query returns."""
+        ...
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What one evaluation recommends, and why."""
+
+    replicas: int
+    decision: Decision
+    lead_time: LeadTime
+    breakdown: RecommendationBreakdown
+    signal_statuses: tuple[SignalStatus, ...]
+    last_forecast: LastForecast
+    generated_at: datetime
+
+    @property
+    def state(self) -> PolicyState:
+        return self.decision.state
+
+
+def forecast_requests(
+    spec: PredictiveScalerSpec, data: Sequence[SignalData], lead: timedelta, max_horizon: int | None
+) -> list[ForecastRequest]:
+    """One request per signal: horizon from the lead time at that signal's resolution."""
+    levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile}))
+    return [
+        ForecastRequest(
+            history=d.history,
+            horizon=resolve_horizon(spec.forecast, lead, d.spec.resolution, max_horizon),
+            quantiles=levels,
+        )
+        for d in data
+    ]
+
+
+def _window_max(forecast: Forecast, level: float, lead_steps: int) -> float:
+    values = forecast.quantiles[level][:lead_steps]
+    return float(np.max(values))
+
+
+def decide(
+    spec: PredictiveScalerSpec,
+    data: Sequence[SignalData],
+    forecasts: Sequence[Forecast],
+    identity: ModelIdentity,
+    lead: LeadTime,
+    current_replicas: int,
+    state: PolicyState,
+    now: datetime,
+) -> Recommendation:
+    """Turn gathered data and forecasts into a recommendation (pure; shared with the backtest)."""
+    policy = spec.policy
+    inputs = []
+    lead_indices = []
+    for d, forecast in zip(data, forecasts, strict=True):
+        lead_steps = steps_for(lead.value, d.spec.resolution)
+        lead_indices.append(lead_steps - 1)
+        inputs.append(
+            SignalInput(
+                name=d.spec.name,
+                upper=_window_max(forecast, policy.target_quantile, lead_steps),
+                lower=_window_max(forecast, policy.scale_down_quantile, lead_steps),
+                point=forecast.point_at(lead_steps - 1),
+                observed=float(d.history.values[-1]),
+                capacity=d.capacity,
+            )
+        )
+    decision = policy_decide(inputs, current_replicas, policy, state, now)
+    binding = next(i for i, s in enumerate(inputs) if s.name == decision.binding_signal)
+    binding_forecast, binding_step = forecasts[binding], lead_indices[binding]
+    model = identity.model
+    if binding_forecast.method:
+        model = f"{model} ({binding_forecast.method})" if model else binding_forecast.method
+    return Recommendation(
+        replicas=decision.replicas,
+        decision=decision,
+        lead_time=lead,
+        breakdown=RecommendationBreakdown(
+            binding_signal=decision.binding_signal,
+            constraint=decision.constraint,
+            predictive=decision.predictive,
+            reactive=decision.reactive,
+        ),
+        signal_statuses=tuple(
+            SignalStatus(
+                name=s.name, forecast=s.forecast, observed=s.observed, replicas=s.replicas, gap_steps=d.gap_steps
+            )
+            for s, d in zip(decision.signals, data, strict=True)
+        ),
+        last_forecast=LastForecast(
+            backend=identity.backend,
+            generated_at=now,
+            lead_time_seconds=round(lead.value.total_seconds()),
+            model=model,
+            revision=identity.revision,
+            point=binding_forecast.point_at(binding_step),
+            quantiles={f"{q:g}": binding_forecast.at(binding_step, q) for q in sorted(binding_forecast.quantiles)},
+        ),
+        generated_at=now,
+    )
+
+
+async def _capacity(source: SignalSource, signal: SignalSpec, now: datetime) -> float:
+    if signal.capacity_query is None:
+        return signal.per_replica
+    value = await source.instant(signal.capacity_query, now)
+    if not math.isfinite(value) or value <= 0:
+        raise EvaluationError(
+            "InvalidCapacity",
+            f"signal {signal.name}: capacity query returned {value}; per-replica capacity must be a positive number",
+        )
+    return value
+
+
+async def evaluate(
+    spec: PredictiveScalerSpec,
+    backend: Backend,
+    source: SignalSource,
+    current_replicas: int,
+    state: PolicyState,
+    now: datetime,
+) -> Recommendation:
+    """Evaluate a PredictiveScaler once: lead time, signals, one batched forecast, the policy.
+
+    Errors from the data source and the backend propagate with their own ``reason``; the caller
+    keeps the last good recommendation and reports the scaler Degraded.
+    """
+    observed = None
+    if spec.lead_time.source == "Observed":
+        assert spec.lead_time.observed is not None  # enforced by the API rules
+        observed = await source.instant(spec.lead_time.observed, now)
+    lead = resolve_lead_time(spec.lead_time, observed)
+    signals = signal_specs(spec)
+
+    async def gather(signal: SignalSpec) -> SignalData:
+        (history, gaps), capacity = await asyncio.gather(
+            source.range(signal, now, backend.max_context), _capacity(source, signal, now)
+        )
+        return SignalData(spec=signal, history=history, gap_steps=gaps, capacity=capacity)
+
+    data = await asyncio.gather(*(gather(s) for s in signals))
+    requests = forecast_requests(spec, data, lead.value, backend.max_horizon)
+    forecasts = await backend.forecast(requests)
+    return decide(spec, data, forecasts, backend.identity, lead, current_replicas, state, now)

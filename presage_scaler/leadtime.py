@@ -1,0 +1,60 @@
+"""Resolve the lead time and the forecast horizon. Pure functions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.types import ForecastSpec, LeadTimeSpec
+
+
+class HorizonError(ValueError):
+    """The backend cannot forecast as far as the lead time."""
+
+    reason = "HorizonTooShort"
+
+
+@dataclass(frozen=True)
+class LeadTime:
+    """The lead time used for one evaluation, and whether the [min, max] clamp changed it."""
+
+    value: timedelta
+    source: str
+    clamped: bool = False
+
+
+def resolve_lead_time(spec: LeadTimeSpec, observed_seconds: float | None = None) -> LeadTime:
+    """Static, or the Observed query's value in seconds; either way clamped into [min, max]."""
+    if spec.source == "Observed":
+        if observed_seconds is None:
+            raise ValueError("an Observed lead time needs the observed query's value")
+        raw = timedelta(seconds=max(observed_seconds, 0.0))
+    else:
+        raw = spec.static
+    clamped = min(max(raw, spec.min), spec.max)
+    return LeadTime(value=clamped, source=spec.source, clamped=clamped != raw)
+
+
+def steps_for(duration: timedelta, step: timedelta) -> int:
+    """Whole steps covering ``duration``, at least one: a lead time shorter than one step still
+    needs the next step's forecast."""
+    return max(1, math.ceil(duration / step - 1e-9))
+
+
+def resolve_horizon(spec: ForecastSpec, lead: timedelta, step: timedelta, max_horizon: int | None) -> int:
+    """Forecast steps to request: ``horizon`` or 4× the lead time, at least the lead time, at most
+    what the backend allows. Raises :class:`HorizonError` when even the lead time does not fit."""
+    lead_steps = steps_for(lead, step)
+    wanted = steps_for(spec.horizon, step) if spec.horizon is not None else 4 * lead_steps
+    horizon = max(wanted, lead_steps)
+    if max_horizon is not None and horizon > max_horizon:
+        if lead_steps > max_horizon:
+            raise HorizonError(
+                f"lead time {format_duration(lead)} needs {lead_steps} steps of {format_duration(step)}, "
+                f"but the backend forecasts at most {max_horizon} steps: use a coarser resolution, a shorter "
+                "leadTime.max, or a larger maxHorizon"
+            )
+        horizon = max_horizon
+    return horizon

@@ -1,0 +1,210 @@
+"""How presage turns forecasts into a replica count. Pure: no I/O, the clock is an argument.
+
+Order of application (each step sees the previous step's number; the last step that changed the
+number is reported as ``breakdown.constraint``, ``""`` when the forecast alone decided):
+
+1. **Forecast → replicas, per signal.** demand = the target-quantile forecast at the lead-time step
+   plus headroom (absolute signal units, or a percentage of that forecast); replicas =
+   ⌈demand / per-replica capacity⌉. The largest requirement binds (``bindingSignal``; the first
+   signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both
+   directions: a lower forecast lowers the number exactly as a higher one raises it.
+2. **Reactive floor** (``ReactiveFloor``), when enabled: per signal ⌈observed × (1 + buffer%) /
+   capacity⌉, or ⌈observed / capacity⌉ + buffer replicas; the largest is ``breakdown.reactive``
+   and the number becomes max(predictive, reactive). Disabled, nothing bounds the forecast from
+   below, which is what allows scale-to-zero.
+3. **Scale-down gates**, only when the number is below the current replica count; scale-up is
+   never delayed here.
+   a. Uncertainty guard (``ForecastUncertainty``): with the binding signal's target-quantile value
+      as *upper* and its scaleDownQuantile value as *lower*, a spread (upper − lower) /
+      max(lower, 1) above maxRelativeSpread keeps the current count.
+   b. Scale-down window (``ScaleDownWindow``): the number must have been below the current count
+      continuously for scaleDownWindow. ``scaleDownCandidateSince`` is set when it first drops
+      below and cleared whenever it is not below; the window is measured from it, so a restarted
+      scaler that restores it from status continues the window instead of starting over.
+4. **Rate limits.** An increase is capped at maxScaleUpRate (replicas, or a percentage of the
+   current count, rounded up, at least one replica when the rate is positive): ``MaxScaleUpRate``.
+   A decrease is capped at maxScaleDownRate (rounded down, at least one replica when the rate is
+   positive): ``MaxScaleDownRate``. A rate of 0 forbids that direction.
+5. **Bounds.** Clamp into [minReplicas, maxReplicas]: ``MinReplicas`` / ``MaxReplicas``.
+
+MaxReplicas and MaxScaleUpRate apply after the floor, so they can hold the count below it: the
+floor removes forecast error as a cause of under-provisioning, not operator-configured limits.
+
+Monotonicity: for a fixed scaleDownQuantile value, a higher target-quantile forecast never yields
+fewer replicas. Raising the *lower* quantile can: it narrows the spread and may release the
+uncertainty guard, which is the guard's purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from presage_scaler.api.quantities import Amount
+from presage_scaler.api.types import PolicySpec
+
+# Forecasts are floats; 3.0000000001 replicas' worth of demand should still be 3 replicas.
+_CEIL_TOLERANCE = 1e-9
+
+
+def _ceil(value: float) -> int:
+    return max(0, math.ceil(value - _CEIL_TOLERANCE))
+
+
+@dataclass(frozen=True)
+class SignalInput:
+    """One signal's numbers for one decision; all in the signal's own units."""
+
+    name: str
+    upper: float
+    """Forecast at the lead-time step at targetQuantile: what capacity is sized to."""
+    lower: float
+    """Forecast at the lead-time step at scaleDownQuantile: only feeds the uncertainty guard."""
+    point: float
+    observed: float
+    """Latest observed demand: what the reactive floor sizes to."""
+    capacity: float
+    """Units one replica serves (> 0)."""
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the policy remembers between decisions (persisted in ``.status``)."""
+
+    scale_down_candidate_since: datetime | None = None
+    last_scale_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SignalDecision:
+    """The per-signal view: what this signal alone requires."""
+
+    name: str
+    forecast: float
+    observed: float
+    replicas: int
+    reactive_replicas: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one decision, with everything needed to explain it."""
+
+    replicas: int
+    predictive: int
+    reactive: int | None
+    binding_signal: str
+    constraint: str
+    signals: tuple[SignalDecision, ...]
+    relative_spread: float
+    state: PolicyState
+
+
+def _forecast_replicas(signal: SignalInput, policy: PolicySpec) -> int:
+    upper = max(signal.upper, 0.0)
+    return _ceil((upper + policy.headroom.of(upper)) / signal.capacity)
+
+
+def _reactive_replicas(signal: SignalInput, policy: PolicySpec) -> int:
+    observed = max(signal.observed, 0.0)
+    buffer = policy.reactive_floor.buffer_size
+    if buffer.percent:
+        return _ceil(observed * (1.0 + buffer.value / 100.0) / signal.capacity)
+    return _ceil(observed / signal.capacity) + _ceil(buffer.value)
+
+
+def relative_spread(upper: float, lower: float) -> float:
+    """(upper − lower) / max(lower, 1): how uncertain a forecast is, relative to its size."""
+    return (upper - lower) / max(lower, 1.0)
+
+
+def _max_step(current: int, rate: Amount, *, round_up: bool) -> int:
+    """Most replicas one decision may add (round_up) or remove (round down), from a rate."""
+    if rate.value <= 0:
+        return 0
+    amount = rate.of(current)
+    steps = _ceil(amount) if round_up else math.floor(amount + _CEIL_TOLERANCE)
+    return max(1, steps)
+
+
+def scale_up_ceiling(current_replicas: int, policy: PolicySpec) -> int:
+    """The most replicas one decision may reach from ``current_replicas`` under maxScaleUpRate."""
+    return current_replicas + _max_step(current_replicas, policy.stabilization.max_scale_up_rate, round_up=True)
+
+
+def scale_down_floor(current_replicas: int, policy: PolicySpec) -> int:
+    """The fewest replicas one decision may reach from ``current_replicas`` under maxScaleDownRate."""
+    return current_replicas - _max_step(current_replicas, policy.stabilization.max_scale_down_rate, round_up=False)
+
+
+def decide(
+    signals: Sequence[SignalInput],
+    current_replicas: int,
+    policy: PolicySpec,
+    state: PolicyState,
+    now: datetime,
+) -> Decision:
+    """Decide the replica count for one evaluation. See the module docstring for the order."""
+    if not signals:
+        raise ValueError("decide() needs at least one signal")
+    per_signal = [
+        SignalDecision(
+            name=s.name,
+            forecast=s.upper,
+            observed=s.observed,
+            replicas=_forecast_replicas(s, policy),
+            reactive_replicas=_reactive_replicas(s, policy),
+        )
+        for s in signals
+    ]
+    binding_index = max(range(len(per_signal)), key=lambda i: (per_signal[i].replicas, -i))
+    binding = signals[binding_index]
+    predictive = per_signal[binding_index].replicas
+    number, constraint = predictive, ""
+
+    reactive = None
+    if policy.reactive_floor.enabled:
+        reactive = max(d.reactive_replicas for d in per_signal)
+        if reactive > number:
+            number, constraint = reactive, "ReactiveFloor"
+
+    spread = relative_spread(binding.upper, binding.lower)
+    candidate_since = None
+    # Candidacy looks at the bounded number: a count that minReplicas would lift back to the current
+    # one is not a scale-down and must not leave a stale candidate time in status.
+    if min(max(number, policy.min_replicas), policy.max_replicas) < current_replicas:
+        candidate_since = state.scale_down_candidate_since or now
+        guard = policy.scale_down_uncertainty_guard
+        window = policy.stabilization.scale_down_window
+        if guard.enabled and spread > guard.max_relative_spread:
+            number, constraint = current_replicas, "ForecastUncertainty"
+        elif now - candidate_since < window:
+            number, constraint = current_replicas, "ScaleDownWindow"
+
+    if number > (ceiling := scale_up_ceiling(current_replicas, policy)):
+        number, constraint = ceiling, "MaxScaleUpRate"
+    elif number < (floor := scale_down_floor(current_replicas, policy)):
+        number, constraint = floor, "MaxScaleDownRate"
+
+    if number > policy.max_replicas:
+        number, constraint = policy.max_replicas, "MaxReplicas"
+    if number < policy.min_replicas:
+        number, constraint = policy.min_replicas, "MinReplicas"
+
+    new_state = replace(
+        state,
+        scale_down_candidate_since=candidate_since,
+        last_scale_time=now if number != current_replicas else state.last_scale_time,
+    )
+    return Decision(
+        replicas=number,
+        predictive=predictive,
+        reactive=reactive,
+        binding_signal=binding.name,
+        constraint=constraint,
+        signals=tuple(per_signal),
+        relative_spread=spread,
+        state=new_state,
+    )

@@ -1,0 +1,419 @@
+"""An async client for the Prometheus HTTP query API (Prometheus, Thanos, VictoriaMetrics, Mimir).
+
+Every query must evaluate to **exactly one series**. More than one raises :class:`TooManySeries`;
+none raises :class:`NoData`. An empty answer is never read as zero: a scaler that silently sees
+zero demand would scale a busy workload to its minimum.
+
+Range results are placed on the regular grid ``start, start + step, ..., <= end`` and gap-filled
+(see :func:`fill_gaps`) because forecasting backends need finite values on a regular step:
+
+* a step is a *gap* when Prometheus returned no sample for it (the series was absent or stale,
+  i.e. no raw sample within the lookback delta, 5m by default) or returned NaN or +-Inf;
+* interior gaps are filled by linear interpolation between the nearest valid neighbours;
+* leading gaps take the first valid value, trailing gaps the last valid value;
+* the number of filled steps is reported in ``gap_steps`` (trailing ones also in
+  ``trailing_gap_steps``: a non-zero value means :attr:`SampledSeries.latest` is stale);
+* when no step is valid the query raises :class:`NoData`.
+
+Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Kubernetes
+condition reason to report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import httpx
+import numpy as np
+
+from presage_scaler.backends.base import History
+
+if TYPE_CHECKING:
+    from presage_scaler.api.types import PrometheusQuery
+
+#: Prometheus refuses range queries of more than 11,000 points per series; longer ranges are
+#: split into several requests of at most this many points.
+MAX_POINTS_PER_REQUEST = 11_000
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class PrometheusError(Exception):
+    """A query could not produce a usable value. ``reason`` is the condition reason to report."""
+
+    reason = "PrometheusError"
+
+
+class PrometheusUnreachable(PrometheusError):
+    """The server did not answer: connection refused, DNS failure, TLS failure or timeout."""
+
+    reason = "PrometheusUnreachable"
+
+
+class QueryFailed(PrometheusError):
+    """The server answered with an error (HTTP 4xx/5xx, ``status: error`` or an unusable body)."""
+
+    reason = "QueryFailed"
+
+    def __init__(self, message: str, *, status_code: int | None = None, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.error_type = error_type
+
+
+class TooManySeries(PrometheusError):
+    """The query returned more than one series."""
+
+    reason = "TooManySeries"
+
+    def __init__(self, query: str, count: int) -> None:
+        super().__init__(
+            f"query {query!r} returned {count} series, expected exactly 1; aggregate it "
+            "(for example sum(...) or max(...)) or narrow its label matchers"
+        )
+        self.query = query
+        self.count = count
+
+
+class NoData(PrometheusError):
+    """The query returned no series, or only NaN/Inf samples."""
+
+    reason = "NoData"
+
+    def __init__(self, query: str, detail: str = "returned no data") -> None:
+        super().__init__(
+            f"query {query!r} {detail}; check the metric name and label matchers, and that the metric is being scraped"
+        )
+        self.query = query
+
+
+class InvalidValue(PrometheusError):
+    """An instant query returned NaN or +-Inf."""
+
+    reason = "InvalidValue"
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampledSeries:
+    """One series on the regular grid ``start + i * step``, gap-filled (finite values only)."""
+
+    values: np.ndarray
+    step: timedelta
+    start: datetime
+    gap_steps: int
+    labels: dict[str, str] = field(default_factory=dict)
+    trailing_gap_steps: int = 0
+
+    @property
+    def end(self) -> datetime:
+        """The time of the last value."""
+        return self.start + (len(self.values) - 1) * self.step
+
+    @property
+    def latest(self) -> float:
+        """The last value (stale, i.e. carried forward, when ``trailing_gap_steps`` > 0)."""
+        return float(self.values[-1])
+
+    def history(self) -> History:
+        """The values as a backend :class:`History`."""
+        return History(values=self.values, step=self.step)
+
+
+def fill_gaps(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Fill non-finite entries by the module's rule; return ``(filled, gap_count)``.
+
+    Interior gaps are interpolated linearly between the nearest finite neighbours (by index;
+    the grid is regular), leading gaps take the first finite value and trailing gaps the last.
+    All-gap input is returned unchanged (all NaN); callers treat it as no data.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    valid = np.isfinite(values)
+    gaps = int(values.size - np.count_nonzero(valid))
+    if gaps == 0 or gaps == values.size:
+        return values.copy(), gaps
+    index = np.arange(values.size)
+    # np.interp clamps outside the known points, which is exactly the leading/trailing rule.
+    return np.interp(index, index[valid], values[valid]), gaps
+
+
+def history_window(
+    history: timedelta, resolution: timedelta, max_points: int | None, now: datetime
+) -> tuple[datetime, datetime]:
+    """The ``(start, end)`` of a range query covering ``history`` at ``resolution``.
+
+    ``end`` is ``now`` aligned down to a multiple of ``resolution`` since the Unix epoch, so
+    successive evaluations sample the same grid (and see the same values for the same past
+    steps). The window holds ``history // resolution`` points (at least 1), capped at
+    ``max_points`` (the backend's maximum context), i.e. ``start = end - (points - 1) * resolution``.
+    """
+    _require_aware(now, "now")
+    if resolution <= timedelta(0):
+        raise ValueError(f"resolution must be positive, got {resolution}")
+    points = max(1, history // resolution)
+    if max_points is not None:
+        points = max(1, min(points, max_points))
+    end = _EPOCH + ((now - _EPOCH) // resolution) * resolution
+    return end - (points - 1) * resolution, end
+
+
+# --- client --------------------------------------------------------------------------------
+
+
+class PrometheusClient:
+    """A client for one Prometheus-compatible endpoint; holds one pooled ``httpx.AsyncClient``.
+
+    ``address`` is the API base URL and may carry a path prefix (for example
+    ``http://vmselect:8481/select/0/prometheus``); ``/api/v1/...`` is appended to it.
+    Queries are sent as form-encoded POSTs so that long PromQL does not hit URL length limits.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        bearer_token: str | None = None,
+        insecure_skip_verify: bool = False,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.address = address.rstrip("/")
+        headers = {"Accept": "application/json"}
+        if bearer_token:
+            headers["Authorization"] = f"Bearer {bearer_token}"
+        self._http = httpx.AsyncClient(
+            base_url=self.address,
+            headers=headers,
+            verify=not insecure_skip_verify,
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_query(
+        cls,
+        query: PrometheusQuery,
+        bearer_token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Self:
+        """A client for ``query.address``; ``bearer_token`` is the already-resolved Secret value."""
+        return cls(
+            query.address,
+            bearer_token=bearer_token,
+            insecure_skip_verify=bool(query.insecure_skip_verify),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> SampledSeries:
+        """Evaluate ``query`` on the grid ``start, start + step, ..., <= end``; see the module doc.
+
+        Ranges longer than :data:`MAX_POINTS_PER_REQUEST` points are fetched in several requests.
+        Raises :class:`TooManySeries` unless the query yields exactly one series over the whole
+        range, and :class:`NoData` when it yields none or only NaN/Inf samples.
+        """
+        _require_aware(start, "start")
+        _require_aware(end, "end")
+        if step <= timedelta(0):
+            raise ValueError(f"step must be positive, got {step}")
+        if end < start:
+            raise ValueError(f"end {end.isoformat()} is before start {start.isoformat()}")
+        points = (end - start) // step + 1
+        raw = np.full(points, np.nan)
+        labels: list[dict[str, str]] = []
+        for first in range(0, points, MAX_POINTS_PER_REQUEST):
+            last = min(first + MAX_POINTS_PER_REQUEST, points) - 1
+            params = {
+                "query": query,
+                "start": _unix(start + first * step),
+                "end": _unix(start + last * step),
+                "step": _seconds(step),
+            }
+            data = await self._api("/api/v1/query_range", params)
+            if data.get("resultType") != "matrix":
+                raise QueryFailed(f"query_range for {query!r} returned {data.get('resultType')!r}, not a matrix")
+            for series in data.get("result") or []:
+                metric = series.get("metric", {})
+                if metric not in labels:
+                    labels.append(metric)
+                if len(labels) > 1:
+                    # Over the full range these would have been separate series too.
+                    raise TooManySeries(query, _series_count(data, labels))
+                if "values" not in series:
+                    raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
+                for timestamp, text in series["values"]:
+                    index = round((float(timestamp) - start.timestamp()) / step.total_seconds())
+                    if 0 <= index < points:
+                        raw[index] = _parse_value(text)
+        if not labels:
+            raise NoData(query)
+        filled, gaps = fill_gaps(raw)
+        if gaps == points:
+            raise NoData(query, "returned only NaN or infinite samples")
+        trailing = points - 1 - int(np.flatnonzero(np.isfinite(raw))[-1])
+        return SampledSeries(filled, step, start, gaps, labels[0], trailing)
+
+    async def query_instant(self, query: str, at: datetime | None = None) -> float:
+        """Evaluate ``query`` at ``at`` (server time when None); must yield exactly one value.
+
+        Accepts a one-sample vector or a scalar. Raises :class:`TooManySeries`, :class:`NoData`,
+        or :class:`InvalidValue` when the value is NaN or +-Inf.
+        """
+        params = {"query": query}
+        if at is not None:
+            _require_aware(at, "at")
+            params["time"] = _unix(at)
+        data = await self._api("/api/v1/query", params)
+        result_type, result = data.get("resultType"), data.get("result")
+        if result_type == "scalar":
+            text = result[1]
+        elif result_type == "vector":
+            if not result:
+                raise NoData(query)
+            if len(result) > 1:
+                raise TooManySeries(query, len(result))
+            if "value" not in result[0]:
+                raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
+            text = result[0]["value"][1]
+        else:
+            raise QueryFailed(f"query {query!r} returned a {result_type!r}, expected a vector or scalar")
+        value = _parse_value(text)
+        if not math.isfinite(value):
+            raise InvalidValue(
+                f"query {query!r} returned {text}; guard divisions and rates so it yields a finite number"
+            )
+        return value
+
+    async def _api(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        """POST a query and return the response's ``data``; map every failure to an error type."""
+        try:
+            response = await self._http.post(path, data=params)
+        except httpx.TimeoutException as exc:
+            raise PrometheusUnreachable(
+                f"Prometheus at {self.address} timed out ({type(exc).__name__}); check that it is "
+                "healthy, or make the query cheaper"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise PrometheusUnreachable(
+                f"cannot reach Prometheus at {self.address}: {exc or type(exc).__name__}; check the "
+                "address, the Service and any NetworkPolicy"
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            snippet = response.text[:200].strip()
+            raise QueryFailed(
+                f"{self.address}{path} answered HTTP {response.status_code} with a non-Prometheus "
+                f"body ({snippet!r}); check that the address is a Prometheus query API base URL",
+                status_code=response.status_code,
+            )
+        if response.is_error or body.get("status") != "success":
+            error_type, error = body.get("errorType"), body.get("error", "no error message")
+            hint = _STATUS_HINTS.get(response.status_code, "check the query and the server's logs")
+            raise QueryFailed(
+                f"query {params['query']!r} failed with HTTP {response.status_code} ({error_type}): {error}; {hint}",
+                status_code=response.status_code,
+                error_type=error_type,
+            )
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise QueryFailed(f"query {params['query']!r}: response has no data object")
+        return data
+
+
+class PrometheusClientPool:
+    """One :class:`PrometheusClient` (so one connection pool) per endpoint and credentials.
+
+    The controller evaluates many scalers against few Prometheus servers; sharing clients keeps
+    connections alive between evaluations. Clients are keyed by ``(address, token, verify)``;
+    a rotated token gets a new client and the old one stays open until :meth:`aclose`.
+    """
+
+    def __init__(self, *, timeout: float = 10.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._timeout = timeout
+        self._transport = transport
+        self._clients: dict[tuple[str, str | None, bool], PrometheusClient] = {}
+
+    def get(self, query: PrometheusQuery, bearer_token: str | None = None) -> PrometheusClient:
+        key = (query.address.rstrip("/"), bearer_token, bool(query.insecure_skip_verify))
+        client = self._clients.get(key)
+        if client is None:
+            client = PrometheusClient.from_query(query, bearer_token, timeout=self._timeout, transport=self._transport)
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+_HISTOGRAM_HINT = (
+    "query {query!r} returned native histogram samples; reduce them to a number "
+    "(for example histogram_quantile(...) or histogram_count(...))"
+)
+
+_STATUS_HINTS = {
+    400: "fix the PromQL",
+    401: "check the bearer token Secret",
+    403: "check the bearer token's permissions",
+    404: "check the address (it should be the base URL in front of /api/v1)",
+    422: "the query could not be executed; check the PromQL",
+    503: "the server is overloaded or still starting",
+}
+
+
+def _parse_value(text: str) -> float:
+    """Prometheus sends sample values as strings: ``"1.5"``, ``"NaN"``, ``"+Inf"``, ``"-Inf"``."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _series_count(data: dict[str, Any], seen: list[dict[str, str]]) -> int:
+    """Distinct series across the chunks fetched so far plus the current chunk."""
+    current = [s.get("metric", {}) for s in data.get("result") or []]
+    return len(seen + [m for m in current if m not in seen])
+
+
+def _require_aware(moment: datetime, name: str) -> None:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware (for example datetime.now(UTC)), got {moment!r}")
+
+
+def _unix(moment: datetime) -> str:
+    return f"{moment.timestamp():.3f}"
+
+
+def _seconds(step: timedelta) -> str:
+    return f"{step.total_seconds():.3f}"

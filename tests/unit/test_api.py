@@ -1,0 +1,269 @@
+"""The API declaration: parsing, defaults, errors that name the field, generated files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from presage_scaler.api import quantities
+from presage_scaler.api.crdgen import crd
+from presage_scaler.api.docgen import render_reference
+from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.types import (
+    FORECAST_BACKEND,
+    PREDICTIVE_SCALER,
+    ForecastBackendSpec,
+    PredictiveScalerSpec,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO.parent / "shared" / "seeds" / "presage-api-reference.md"
+
+MINIMAL = {
+    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+    "policy": {"maxReplicas": 10},
+    "signal": {"prometheus": {"address": "http://prometheus:9090", "query": "sum(rate(http_requests_total[1m]))"}},
+}
+NAMED = {"name": "rps", "prometheus": MINIMAL["signal"]["prometheus"], "capacity": {"perReplica": 5}}
+
+
+def with_(base: dict, path: str, value) -> dict:
+    """A deep copy of ``base`` with ``value`` set at a dotted path."""
+    import copy
+
+    data = copy.deepcopy(base)
+    *parents, leaf = path.split(".")
+    node = data
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("5m", 300), ("336h", 336 * 3600), ("1h30m", 5400), ("1.5h", 5400), ("250ms", 0.25)],
+)
+def test_durations(text, seconds):
+    assert quantities.parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "5 m", "-5m", "1d", "m5", 300])
+def test_bad_durations_quote_the_value(text):
+    with pytest.raises(ValueError, match="is not a duration"):
+        quantities.parse_duration(text)
+
+
+@pytest.mark.parametrize("td", [timedelta(seconds=30), timedelta(hours=1, minutes=30), timedelta(hours=336)])
+def test_duration_round_trip(td):
+    assert quantities.parse_duration(quantities.format_duration(td)) == td
+
+
+@pytest.mark.parametrize(
+    ("raw", "value", "percent"), [(3, 3, False), ("3", 3, False), ("10%", 10, True), ("2.5", 2.5, False)]
+)
+def test_amounts(raw, value, percent):
+    amount = quantities.parse_amount(raw)
+    assert (amount.value, amount.percent) == (value, percent)
+
+
+def test_amount_of_base():
+    assert quantities.parse_amount("10%").of(250) == 25
+    assert quantities.parse_amount(7).of(250) == 7
+
+
+@pytest.mark.parametrize(("raw", "value"), [("0.9", 0.9), (".5", 0.5), ("0.05", 0.05), (0.95, 0.95)])
+def test_quantiles(raw, value):
+    assert quantities.parse_quantile(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["0", "1", "1.5", "0.0", "-0.1", "abc", "", None])
+def test_bad_quantiles(raw):
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        quantities.parse_quantile(raw)
+
+
+def test_defaults_match_the_reference():
+    spec = parse(PredictiveScalerSpec, MINIMAL)
+    assert spec.mode == "Shadow"
+    assert spec.interval == timedelta(minutes=1)
+    assert spec.lead_time.source == "Static" and spec.lead_time.static == timedelta(minutes=2)
+    assert (spec.lead_time.min, spec.lead_time.max) == (timedelta(seconds=30), timedelta(minutes=15))
+    assert spec.signal.history == timedelta(hours=336) and spec.signal.resolution == timedelta(minutes=5)
+    policy = spec.policy
+    assert (policy.min_replicas, policy.target_quantile, policy.scale_down_quantile) == (1, 0.9, 0.5)
+    assert str(policy.headroom) == "10%" and str(policy.reactive_floor.buffer_size) == "10%"
+    assert policy.reactive_floor.enabled and policy.scale_down_uncertainty_guard.enabled
+    assert policy.scale_down_uncertainty_guard.max_relative_spread == 0.25
+    assert str(policy.stabilization.max_scale_down_rate) == "20%"
+    assert str(policy.stabilization.max_scale_up_rate) == "100%"
+    assert policy.stabilization.scale_down_window == timedelta(minutes=15)
+    backend = parse(ForecastBackendSpec, {})
+    assert backend.type == "SeasonalNaive"
+    assert backend.seasonal_naive_or_default.season == timedelta(hours=168)
+    assert backend.seasonal_naive_or_default.cycles == 3
+    timesfm = parse(ForecastBackendSpec, {"type": "TimesFM", "timesFM": {"endpoint": "http://f:8080"}}).times_fm
+    assert (timesfm.max_context, timesfm.max_horizon, timesfm.use_quantile_head) == (4096, 64, True)
+    assert timesfm.model == "google/timesfm-2.5-200m-pytorch" and timesfm.timeout == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("policy.headroom", "-5%", 'spec.policy.headroom: "-5%" is not a non-negative percentage'),
+        ("policy.targetQuantile", "1.5", 'spec.policy.targetQuantile: "1.5" is not a quantile strictly between'),
+        ("policy.scaleDownQuantile", "0", 'spec.policy.scaleDownQuantile: "0" is not a quantile'),
+        ("interval", "soon", 'spec.interval: "soon" is not a duration'),
+        ("leadTime.static", "2 minutes", 'spec.leadTime.static: "2 minutes" is not a duration'),
+        ("policy.stabilization.maxScaleUpRate", "fast", 'spec.policy.stabilization.maxScaleUpRate: "fast" is not'),
+        (
+            "policy.scaleDownUncertaintyGuard.maxRelativeSpread",
+            "-1",
+            'spec.policy.scaleDownUncertaintyGuard.maxRelativeSpread: "-1" is not a non-negative decimal',
+        ),
+        ("signal.resolution", "0s", "spec.signal: resolution must be longer than 0s"),
+        ("policy.maxReplicas", "many", 'spec.policy.maxReplicas: "many"'),
+        ("mode", "Auto", 'spec.mode: "Auto"'),
+        ("policy.minReplicas", 20, "spec.policy: minReplicas must be less than or equal to maxReplicas"),
+        ("policy.scaleDownQuantile", "0.95", "spec.policy: scaleDownQuantile must be less than or equal to"),
+        ("leadTime.min", "20m", "spec.leadTime: min must be less than or equal to max"),
+        ("leadTime.source", "Observed", "spec.leadTime: observed is required when source is Observed"),
+        ("signals", [NAMED], "spec: exactly one of signal or signals must be set"),
+        ("signals", [], "spec.signals: []: list should have at least 1 item"),
+        ("capacity", {"perReplica": 0}, "spec.capacity: perReplica must be greater than 0"),
+        ("scaleTargetRef.agones", {}, "spec.scaleTargetRef: agones applies only to an agones.dev Fleet"),
+        ("policy.bogus", 1, "spec.policy.bogus: is not a field of this API"),
+    ],
+)
+def test_errors_name_the_field_and_value(path, value, message):
+    with pytest.raises(SpecError) as caught:
+        parse(PredictiveScalerSpec, with_(MINIMAL, path, value))
+    assert any(p.startswith(message) for p in caught.value.problems), caught.value.problems
+
+
+def test_neither_signal_nor_signals():
+    data = {k: v for k, v in MINIMAL.items() if k != "signal"}
+    with pytest.raises(SpecError, match="exactly one of signal or signals"):
+        parse(PredictiveScalerSpec, data)
+
+
+def test_duplicate_signal_names_and_capacity_with_signals():
+    data = {k: v for k, v in MINIMAL.items() if k != "signal"}
+    with pytest.raises(SpecError, match="signal names must be unique"):
+        parse(PredictiveScalerSpec, {**data, "signals": [NAMED, NAMED]})
+    with pytest.raises(SpecError, match="capacity applies only to the single-signal form"):
+        parse(PredictiveScalerSpec, {**data, "signals": [NAMED], "capacity": {"perReplica": 2}})
+
+
+def test_agones_options_on_a_fleet_are_fine():
+    data = with_(
+        MINIMAL, "scaleTargetRef", {"apiVersion": "agones.dev/v1", "kind": "Fleet", "name": "game", "agones": {}}
+    )
+    spec = parse(PredictiveScalerSpec, data)
+    assert spec.scale_target_ref.agones.max_recommendation_age == timedelta(minutes=5)
+
+
+def test_backend_rules():
+    with pytest.raises(SpecError, match="spec: timesFM is required when type is TimesFM"):
+        parse(ForecastBackendSpec, {"type": "TimesFM"})
+    with pytest.raises(SpecError, match="spec.timesFM.maxContext: 20000"):
+        parse(ForecastBackendSpec, {"type": "TimesFM", "timesFM": {"endpoint": "http://f", "maxContext": 20000}})
+
+
+def test_wire_round_trip_is_stable():
+    spec = parse(PredictiveScalerSpec, MINIMAL)
+    assert parse(PredictiveScalerSpec, spec.to_wire()) == spec
+
+
+# --- generated files ---------------------------------------------------------------------------
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """Section heading → its description and table rows, for the reference format."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for block in text.strip().split("\n\n"):
+        first = block.split("\n")[0]
+        if first.startswith(("PredictiveScaler", "ForecastBackend")) and "\t" not in first and " " not in first:
+            current = first
+            sections[current] = []
+        elif current is not None:
+            sections[current] += block.split("\n")
+    return sections
+
+
+def test_reference_contains_every_line_of_the_seed():
+    seed, generated = _sections(SEED.read_text()), _sections(render_reference())
+    assert list(seed) == [s for s in generated if s in seed], "section order differs from the seed"
+    for name, lines in seed.items():
+        missing = [line for line in lines if line not in generated.get(name, [])]
+        assert not missing, f"{name}: {missing}"
+
+
+def test_generated_files_are_fresh():
+    """`presage crds --check` fails when crds/ or docs/ lag behind the declaration."""
+    result = subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli", "crds", "--check", "--root", str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_detects_a_stale_file(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli", "crds", "--root", str(tmp_path)], check=True, capture_output=True
+    )
+    target = tmp_path / "crds" / "scaling.presage.sh_predictivescalers.yaml"
+    target.write_text(target.read_text().replace("maxReplicas", "maxReplica"))
+    result = subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli", "crds", "--check", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and "crds/scaling.presage.sh_predictivescalers.yaml" in result.stderr
+
+
+def _walk(schema: dict, path: str = ""):
+    yield path, schema
+    for name, child in schema.get("properties", {}).items():
+        yield from _walk(child, f"{path}.{name}")
+    if "items" in schema:
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}{{}}")
+
+
+@pytest.mark.parametrize("kind", [PREDICTIVE_SCALER, FORECAST_BACKEND], ids=lambda k: k.name)
+def test_crd_schema_is_structural(kind):
+    document = crd(kind)
+    version = document["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    root = version["schema"]["openAPIV3Schema"]
+    for path, node in _walk(root):
+        if node.get("x-kubernetes-int-or-string"):
+            assert "type" not in node, path
+        else:
+            assert node.get("type") in {"object", "array", "string", "integer", "boolean", "number"}, path
+        for required in node.get("required", []):
+            assert required in node["properties"], f"{path}.{required}"
+    yaml.safe_load(yaml.safe_dump(document))
+
+
+def test_printer_columns_and_names():
+    columns = {
+        c["name"]: c["jsonPath"] for c in crd(PREDICTIVE_SCALER)["spec"]["versions"][0]["additionalPrinterColumns"]
+    }
+    for name in ("Mode", "Target", "Current", "Recommended", "Binding", "Constraint", "Age"):
+        assert name in columns
+    names = crd(PREDICTIVE_SCALER)["spec"]["names"]
+    assert names["categories"] == ["presage"] and names["shortNames"]
+    backend_columns = [c["name"] for c in crd(FORECAST_BACKEND)["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert backend_columns == ["Type", "Model", "Ready", "Age"]
