@@ -31,7 +31,8 @@ from presage_scaler.api.types import (
 )
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
-from presage_scaler.policy import Decision, PolicyState, SignalInput, decide as policy_decide
+from presage_scaler.policy import Decision, PolicyState, SignalInput
+from presage_scaler.policy import decide as policy_decide
 
 
 class EvaluationError(Exception):

@@ -171,7 +171,7 @@ def test_agones_options_on_a_fleet_are_fine():
 def test_backend_rules():
     with pytest.raises(SpecError, match="spec: timesFM is required when type is TimesFM"):
         parse(ForecastBackendSpec, {"type": "TimesFM"})
-    with pytest.raises(SpecError, match="spec.timesFM.maxContext: 20000"):
+    with pytest.raises(SpecError, match=r"spec\.timesFM\.maxContext: 20000"):
         parse(ForecastBackendSpec, {"type": "TimesFM", "timesFM": {"endpoint": "http://f", "maxContext": 20000}})
 
 
