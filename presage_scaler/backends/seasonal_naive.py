@@ -139,7 +139,7 @@ class SeasonalNaive:
         else:
             used = min(self.cycles, n // season_steps)
             point, offsets = _seasonal(values, season_steps, used, horizon, levels)
-            method = SEASONAL
+            method = ""  # the normal path: nothing to report beyond the model's identity
             if used < self.cycles:
                 widen = math.sqrt(self.cycles / used)
                 offsets = offsets * widen
@@ -182,8 +182,8 @@ class SeasonalNaive:
         if n < season_steps:
             return f"{span}, less than one {season} season"
         return (
-            f"{span}: one {season} season but only {n - season_steps} steps after it to measure its "
-            f"error (needs {MIN_RESIDUALS})"
+            f"{span}: only {n - season_steps} steps after the first {season} season to measure the "
+            f"seasonal forecast's error (needs {MIN_RESIDUALS})"
         )
 
 

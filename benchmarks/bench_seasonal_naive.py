@@ -1,0 +1,85 @@
+"""CPU time of ``SeasonalNaive.forecast_one`` per call, against ``np.mean`` over the same history.
+
+Run: ``.venv/bin/python benchmarks/bench_seasonal_naive.py``. The target is under 1 ms per forecast
+at 4,032 points (14 days at 5m). Horizon is 4× a 5-minute lead (20 minutes), quantiles (0.5, 0.9).
+Times are ``time.process_time`` over a batch of calls, best of several batches, so other load on
+the machine inflates them less than wall time would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import numpy as np
+
+from presage_scaler.backends.base import History
+from presage_scaler.backends.seasonal_naive import SeasonalNaive
+
+LEAD = timedelta(minutes=5)
+QUANTILES = (0.5, 0.9)
+TARGET_US = 1000.0
+CASES = [
+    # (label, points, step, season)
+    ("14d at 5m, season 168h", 4032, timedelta(minutes=5), timedelta(hours=168)),
+    ("14d at 5m, season 24h", 4032, timedelta(minutes=5), timedelta(hours=24)),
+    ("14d at 1m, season 168h", 20160, timedelta(minutes=1), timedelta(hours=168)),
+    ("14d at 1m, season 24h", 20160, timedelta(minutes=1), timedelta(hours=24)),
+    ("2.8d at 1m, season 168h", 4032, timedelta(minutes=1), timedelta(hours=168)),
+]
+
+
+def demand(points: int, step: timedelta) -> np.ndarray:
+    """A non-negative series with a daily and a weekly cycle and noise."""
+    hours = np.arange(points) * (step / timedelta(hours=1))
+    rng = np.random.default_rng(0)
+    daily = 1 + 0.6 * np.sin(2 * np.pi * hours / 24)
+    weekly = 1 + 0.2 * np.sin(2 * np.pi * hours / 168)
+    return np.maximum(0.0, 200 * daily * weekly + rng.normal(0, 15, size=points))
+
+
+def cpu_us_per_call(call: Callable[[], object], batches: int = 5, target_s: float = 0.2) -> float:
+    """Microseconds of CPU per call: best of ``batches`` batches sized to take ``target_s`` each."""
+    calls = 1
+    while True:
+        start = time.process_time()
+        for _ in range(calls):
+            call()
+        if time.process_time() - start >= target_s / 10:
+            break
+        calls *= 4
+    calls = max(1, int(calls * target_s / max(time.process_time() - start, 1e-9)))
+    best = float("inf")
+    for _ in range(batches):
+        start = time.process_time()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.process_time() - start) / calls)
+    return best * 1e6
+
+
+def main() -> None:
+    header = f"{'case':<26}{'points':>8}{'horizon':>9}  {'method':<31}{'forecast µs':>12}{'np.mean µs':>12}{'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    slowest_at_4032 = 0.0
+    for label, points, step, season in CASES:
+        backend = SeasonalNaive(season=season, cycles=3)
+        history = History(values=demand(points, step), step=step)
+        horizon = 4 * round(LEAD / step)
+        method = backend.forecast_one(history, horizon, QUANTILES).method
+        forecast_us = cpu_us_per_call(lambda b=backend, h=history, n=horizon: b.forecast_one(h, n, QUANTILES))
+        mean_us = cpu_us_per_call(lambda v=history.values: np.mean(v))
+        if points == 4032:
+            slowest_at_4032 = max(slowest_at_4032, forecast_us)
+        print(
+            f"{label:<26}{points:>8}{horizon:>9}  {method:<31}"
+            f"{forecast_us:>12.1f}{mean_us:>12.1f}{forecast_us / mean_us:>8.1f}"
+        )
+    verdict = "meets" if slowest_at_4032 < TARGET_US else "MISSES"
+    print(f"\nslowest at 4,032 points: {slowest_at_4032:.1f} µs per forecast, {verdict} the {TARGET_US:.0f} µs target")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,405 @@
+"""SeasonalNaive: known answers, cold start, and the definitions in its module docstring as properties."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from presage_scaler.api.types import SeasonalNaiveBackend
+from presage_scaler.backends.base import BackendRejected, ForecastRequest, History, ModelIdentity
+from presage_scaler.backends.seasonal_naive import MAX_RESIDUALS, MIN_RESIDUALS, SeasonalNaive
+
+FIVE_MIN = timedelta(minutes=5)
+HOUR = timedelta(hours=1)
+LEVELS = (0.1, 0.5, 0.9)
+
+
+def history(values: np.ndarray | list[float], step: timedelta = FIVE_MIN) -> History:
+    return History(values=np.asarray(values, dtype=np.float64), step=step)
+
+
+def pattern(season_steps: int) -> np.ndarray:
+    """A non-negative daily-shaped pattern with a distinct value at every phase."""
+    phase = np.arange(season_steps) / season_steps
+    return 100.0 + 50.0 * np.sin(2 * np.pi * phase) + 10.0 * phase
+
+
+def reference(values: np.ndarray, season_steps: int, cycles: int, horizon: int, levels: tuple[float, ...]):
+    """The seasonal path written out loop by loop from the module docstring (needs S + MIN points)."""
+    n, s = len(values), season_steps
+    used = min(cycles, n // s)
+    point = np.array(
+        [np.mean([values[n - 1 + h - (math.ceil(h / s) + k) * s] for k in range(used)]) for h in range(1, horizon + 1)]
+    )
+    window = min(max(used * s, MIN_RESIDUALS), MAX_RESIDUALS)
+    residuals = [
+        values[t] - np.mean([values[t - k * s] for k in range(1, min(used, t // s) + 1)])
+        for t in range(n - window, n)
+        if t >= s
+    ]
+    widen = math.sqrt(cycles / used)
+    bands = {q: point + widen * np.quantile(residuals, q) for q in levels}
+    if values.min() >= 0:
+        point = np.maximum(point, 0)
+        bands = {q: np.maximum(band, 0) for q, band in bands.items()}
+    return point, bands
+
+
+# --- identity and settings -------------------------------------------------------------------------
+
+
+def test_identity_and_limits_from_settings():
+    backend = SeasonalNaive.from_settings(SeasonalNaiveBackend(season="24h", cycles=5))
+    assert backend == SeasonalNaive(season=timedelta(hours=24), cycles=5)
+    assert backend.identity == ModelIdentity(backend="SeasonalNaive", model="seasonal-naive/24hx5")
+    assert backend.max_context is None
+    assert backend.max_horizon is None
+    assert SeasonalNaive.from_settings(SeasonalNaiveBackend()) == SeasonalNaive(timedelta(hours=168), 3)
+
+
+@pytest.mark.parametrize(("season", "cycles"), [(timedelta(0), 3), (timedelta(hours=1), 0)])
+def test_invalid_settings_are_refused(season, cycles):
+    with pytest.raises(ValueError):
+        SeasonalNaive(season=season, cycles=cycles)
+
+
+# --- known answers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("season", "step", "cycles", "seasons_of_history"),
+    [
+        (timedelta(hours=24), FIVE_MIN, 3, 4),
+        (timedelta(hours=24), FIVE_MIN, 3, 7),
+        (timedelta(hours=168), HOUR, 1, 2),
+        (timedelta(hours=168), HOUR, 2, 6),
+        (timedelta(hours=2), timedelta(minutes=1), 5, 8),
+    ],
+)
+def test_periodic_series_forecasts_the_pattern_with_a_collapsed_band(season, step, cycles, seasons_of_history):
+    s = round(season / step)
+    shape = pattern(s)
+    values = np.tile(shape, seasons_of_history + 1)[:-7]  # ends mid-season: the next phase is s − 7
+    horizon = 3 * s // 2
+
+    forecast = SeasonalNaive(season, cycles).forecast_one(history(values, step), horizon, LEVELS)
+
+    expected = np.resize(np.roll(shape, 7), horizon)
+    np.testing.assert_allclose(forecast.point, expected, rtol=1e-12)
+    for level in LEVELS:
+        np.testing.assert_allclose(forecast.quantiles[level], expected, rtol=1e-12)
+    assert forecast.method == ""
+    assert forecast.notes == ()
+
+
+@pytest.mark.parametrize(("cycles", "shift"), [(2, 30.0), (3, 30.0), (3, -60.0), (4, 12.0)])
+def test_a_shift_in_the_last_cycle_moves_the_point_by_its_share_of_the_mean(cycles, shift):
+    s = 24
+    shape = pattern(s)
+    values = np.tile(shape, cycles + 2)
+    values[-s:] += shift
+
+    forecast = SeasonalNaive(timedelta(hours=s), cycles).forecast_one(history(values, HOUR), 2 * s, LEVELS)
+
+    np.testing.assert_allclose(forecast.point, np.tile(shape + shift / cycles, 2), rtol=1e-12)
+    # Residuals over the last c seasons: 0 before the shift, then the whole shift (the lags before it
+    # are unshifted).
+    residuals = np.concatenate((np.zeros((cycles - 1) * s), np.full(s, shift)))
+    for level in LEVELS:
+        np.testing.assert_allclose(
+            forecast.quantiles[level], forecast.point + np.quantile(residuals, level), rtol=1e-12
+        )
+
+
+@pytest.mark.parametrize("levels", [(0.5,), (0.1, 0.9), (0.05, 0.25, 0.5, 0.75, 0.95), (0.333, 0.999)])
+def test_quantiles_are_the_empirical_quantiles_of_known_residuals(levels):
+    """Build x_t = x_{t−S} + e_t: with one cycle the residuals are exactly the chosen e_t."""
+    s, window = 6, MIN_RESIDUALS
+    errors = np.random.default_rng(7).standard_t(df=3, size=window + 40) * 5.0
+    values = list(1000.0 + pattern(s))
+    for error in errors:
+        values.append(values[-s] + error)
+    values = np.array(values)
+
+    forecast = SeasonalNaive(timedelta(minutes=s), 1).forecast_one(history(values, timedelta(minutes=1)), 10, levels)
+
+    np.testing.assert_allclose(forecast.point, np.resize(values[-s:], 10))
+    for level in levels:
+        offset = np.quantile(errors[-window:], level)  # W = max(c·S, MIN_RESIDUALS) = MIN_RESIDUALS
+        np.testing.assert_allclose(forecast.quantiles[level], forecast.point + offset, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("n", "s", "cycles"),
+    [
+        (40, 5, 3),
+        (100, 7, 2),
+        (300, 24, 3),
+        (300, 24, 12),
+        (500, 100, 3),
+        (9000, 288, 2),
+        (30, 1, 4),
+        (12000, 3000, 3),  # c·S > MAX_RESIDUALS: the residual window is capped
+    ],
+)
+def test_matches_the_docstring_definition_written_out(n, s, cycles):
+    values = np.random.default_rng(n).gamma(2.0, 10.0, size=n) + 5 * np.sin(np.arange(n) * 2 * np.pi / s)
+    horizon = 2 * s + 3
+
+    forecast = SeasonalNaive(timedelta(minutes=s), cycles).forecast_one(
+        history(values, timedelta(minutes=1)), horizon, LEVELS
+    )
+
+    point, bands = reference(values, s, cycles, horizon, LEVELS)
+    np.testing.assert_allclose(forecast.point, point, rtol=1e-9, atol=1e-9)
+    for level in LEVELS:
+        np.testing.assert_allclose(forecast.quantiles[level], bands[level], rtol=1e-9, atol=1e-9)
+
+
+def test_horizon_beyond_one_season_only_uses_the_past_and_repeats_the_season():
+    s, cycles = 12, 2
+    values = np.arange(5 * s, dtype=np.float64)  # a ramp: every lag gives a different answer
+    forecast = SeasonalNaive(timedelta(hours=s), cycles).forecast_one(history(values, HOUR), 3 * s + 5, (0.5,))
+
+    n = len(values)
+    for h in range(1, 3 * s + 6):
+        lags = [n - 1 + h - (math.ceil(h / s) + k) * s for k in range(cycles)]
+        assert all(lag < n for lag in lags)
+        assert forecast.point[h - 1] == pytest.approx(np.mean(values[lags]))
+    np.testing.assert_array_equal(forecast.point[s : 2 * s], forecast.point[:s])
+
+
+def test_season_not_a_whole_number_of_steps_rounds_and_says_so():
+    values = np.tile(pattern(206), 4)
+    forecast = SeasonalNaive(timedelta(hours=24), 3).forecast_one(history(values, timedelta(minutes=7)), 5, LEVELS)
+    assert forecast.method == ""
+    assert forecast.notes == ("season 24h is 205.71 steps of 7m; rounded to 206 steps (24h2m)",)
+    np.testing.assert_allclose(forecast.point, pattern(206)[:5])
+
+
+# --- clipping and ordering -------------------------------------------------------------------------
+
+
+def test_non_negative_history_clips_at_zero_but_signed_history_does_not():
+    s = 24
+    shape = np.where(np.arange(s) < 12, 0.0, 50.0)
+    noise = np.random.default_rng(3).normal(0, 5, size=4 * s)
+    backend = SeasonalNaive(timedelta(hours=s), 3)
+
+    non_negative = backend.forecast_one(history(np.tile(shape, 4) + np.abs(noise), HOUR), s, LEVELS)
+    signed = backend.forecast_one(history(np.tile(shape - 25, 4) + noise, HOUR), s, LEVELS)
+
+    assert min(band.min() for band in non_negative.quantiles.values()) == 0.0
+    assert non_negative.point.min() >= 0.0
+    assert signed.quantiles[0.1].min() < -25.0
+
+
+def test_quantiles_are_monotone_whatever_order_they_are_asked_in():
+    values = np.random.default_rng(11).lognormal(3, 1, size=2000)
+    forecast = SeasonalNaive(timedelta(hours=24), 3).forecast_one(history(values), 48, (0.9, 0.01, 0.5, 0.25, 0.99))
+    assert list(forecast.quantiles) == [0.01, 0.25, 0.5, 0.9, 0.99]
+    bands = np.array(list(forecast.quantiles.values()))
+    assert (np.diff(bands, axis=0) >= 0).all()
+    assert (bands[-1] > bands[0]).all()
+
+
+# --- cold start ------------------------------------------------------------------------------------
+
+
+def test_half_a_season_falls_back_to_the_recent_level():
+    values = np.random.default_rng(5).normal(100, 10, size=1008)  # 84h at 5m, half of 168h
+    forecast = SeasonalNaive().forecast_one(history(values), 24, LEVELS)
+
+    assert forecast.method == "recent-level"
+    assert forecast.notes[0] == "84h of history, less than one 168h season"
+    assert "mean of the last 12 steps" in forecast.notes[1]
+    np.testing.assert_allclose(forecast.point, np.full(24, values[-12:].mean()))
+    # Band centred on the point and widening like sqrt(steps ahead).
+    np.testing.assert_allclose(forecast.quantiles[0.5], forecast.point)
+    upper = forecast.quantiles[0.9] - forecast.point
+    assert upper[0] > 0
+    np.testing.assert_allclose(upper[3], 2 * upper[0])
+    np.testing.assert_allclose(upper[15], 4 * upper[0])
+    np.testing.assert_allclose(forecast.point - forecast.quantiles[0.1], upper)
+
+
+def test_one_season_without_enough_points_after_it_is_still_recent_level():
+    s = 2016
+    values = np.tile(pattern(s), 2)[: s + MIN_RESIDUALS - 1]
+    forecast = SeasonalNaive().forecast_one(history(values), 4, LEVELS)
+    assert forecast.method == "recent-level"
+    assert forecast.notes[0] == (
+        "169h55m of history: only 23 steps after the first 168h season to measure the seasonal "
+        "forecast's error (needs 24)"
+    )
+
+    values = np.tile(pattern(s), 2)[: s + MIN_RESIDUALS]
+    assert SeasonalNaive().forecast_one(history(values), 4, LEVELS).method == "seasonal-naive (1 of 3 cycles)"
+
+
+def test_fewer_cycles_than_configured_use_what_exists_and_widen_the_band():
+    s = 168
+    noise = np.random.default_rng(9).normal(0, 10, size=6 * s)
+    series = np.tile(pattern(s), 6) + noise
+    backend = SeasonalNaive(timedelta(hours=168), 3)
+
+    cold = backend.forecast_one(history(series[: 3 * s // 2], HOUR), 24, LEVELS)
+    full = backend.forecast_one(history(series, HOUR), 24, LEVELS)
+
+    assert cold.method == "seasonal-naive (1 of 3 cycles)"
+    assert cold.notes == ("252h of history holds 1 of the 3 168h seasons configured; band widened by sqrt(3/1) = 1.73",)
+    np.testing.assert_allclose(cold.point, series[s // 2 : s // 2 + 24])  # the one season there is
+    assert full.method == ""
+    cold_width = cold.quantiles[0.9] - cold.quantiles[0.1]
+    full_width = full.quantiles[0.9] - full.quantiles[0.1]
+    assert (cold_width > 1.5 * full_width).all()
+
+
+def test_two_of_three_cycles():
+    s = 24
+    values = np.tile(pattern(s), 2) + np.random.default_rng(1).normal(0, 1, size=2 * s)
+    forecast = SeasonalNaive(timedelta(hours=s), 3).forecast_one(history(values, HOUR), s, LEVELS)
+    assert forecast.method == "seasonal-naive (2 of 3 cycles)"
+    np.testing.assert_allclose(forecast.point, (values[:s] + values[s:]) / 2)
+
+
+def test_recent_level_reads_a_bounded_number_of_changes():
+    values = np.random.default_rng(2).normal(50, 5, size=9000)  # 150h at 1m: 10080 steps a season
+    forecast = SeasonalNaive().forecast_one(history(values, timedelta(minutes=1)), 4, LEVELS)
+    assert forecast.method == "recent-level"
+    assert forecast.notes[1] == (
+        f"forecasting the mean of the last 60 steps; band from {MAX_RESIDUALS} step-to-step changes "
+        "(both signs), widened by sqrt(steps ahead)"
+    )
+    np.testing.assert_allclose(forecast.point, values[-60:].mean())
+
+
+def test_a_single_point_is_the_forecast():
+    forecast = SeasonalNaive().forecast_one(history([42.0]), 3, LEVELS)
+    assert forecast.method == "recent-level"
+    np.testing.assert_array_equal(forecast.point, [42.0] * 3)
+    for level in LEVELS:
+        np.testing.assert_array_equal(forecast.quantiles[level], [42.0] * 3)
+    assert "single point" in forecast.notes[1]
+
+
+def test_two_points_give_a_symmetric_band():
+    forecast = SeasonalNaive().forecast_one(history([10.0, 14.0]), 1, (0.0001, 0.5, 0.9999))
+    assert forecast.point_at(0) == 12.0
+    assert forecast.at(0, 0.0001) == pytest.approx(8.0, abs=1e-3)
+    assert forecast.at(0, 0.9999) == pytest.approx(16.0, abs=1e-3)
+
+
+# --- rejections ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "step", "horizon", "levels", "message"),
+    [
+        ([], FIVE_MIN, 4, LEVELS, "history is empty"),
+        ([1.0, float("nan"), 2.0], FIVE_MIN, 4, LEVELS, "non-finite value (nan) at index 1 of 3"),
+        ([1.0, 2.0, float("inf")], FIVE_MIN, 4, LEVELS, "non-finite value (inf) at index 2"),
+        ([1.0, 2.0], FIVE_MIN, 0, LEVELS, "horizon must be at least 1"),
+        ([1.0, 2.0], FIVE_MIN, 4, (0.0, 0.5), "strictly between 0 and 1"),
+        ([1.0, 2.0], FIVE_MIN, 4, (0.5, 1.0), "strictly between 0 and 1"),
+        ([1.0, 2.0], timedelta(0), 4, LEVELS, "step must be positive"),
+        ([1.0, 2.0], timedelta(days=15), 4, LEVELS, "season 168h is shorter than half the 360h step"),
+        ([[1.0, 2.0]], FIVE_MIN, 4, LEVELS, "one-dimensional"),
+    ],
+)
+def test_unusable_requests_are_rejected_with_a_reason(values, step, horizon, levels, message):
+    with pytest.raises(BackendRejected, match=re.escape(message)):
+        SeasonalNaive().forecast_one(History(np.array(values, dtype=np.float64), step), horizon, levels)
+
+
+def test_no_levels_gives_just_a_point():
+    forecast = SeasonalNaive().forecast_one(history(np.ones(50)), 3, ())
+    assert forecast.quantiles == {}
+    np.testing.assert_array_equal(forecast.point, np.ones(3))
+
+
+# --- the async batch -------------------------------------------------------------------------------
+
+
+async def test_batch_returns_results_in_request_order():
+    backend = SeasonalNaive(timedelta(hours=1), 2)
+    requests = [ForecastRequest(history(np.full(60, float(i))), horizon=i + 1, quantiles=(0.5,)) for i in range(5)]
+    results = await backend.forecast(requests)
+    assert [len(r.point) for r in results] == [1, 2, 3, 4, 5]
+    assert [r.point_at(0) for r in results] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert await backend.forecast([]) == []
+
+
+async def test_batch_rejection_names_the_request():
+    good = ForecastRequest(history(np.ones(10)), horizon=2, quantiles=(0.5,))
+    bad = ForecastRequest(history(np.array([1.0, np.nan])), horizon=2, quantiles=(0.5,))
+    with pytest.raises(BackendRejected, match="request 1: history has a non-finite value"):
+        await SeasonalNaive().forecast([good, bad, good])
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+levels_strategy = st.lists(st.floats(min_value=0.001, max_value=0.999), min_size=1, max_size=5)
+
+
+@st.composite
+def requests(draw, elements=finite):
+    season_steps = draw(st.integers(min_value=1, max_value=40))
+    values = draw(st.lists(elements, min_size=1, max_size=200))
+    return (
+        SeasonalNaive(timedelta(minutes=season_steps), draw(st.integers(min_value=1, max_value=5))),
+        history(values, timedelta(minutes=1)),
+        draw(st.integers(min_value=1, max_value=100)),
+        tuple(draw(levels_strategy)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests())
+def test_property_shape_finiteness_and_order(request_):
+    backend, hist, horizon, levels = request_
+    forecast = backend.forecast_one(hist, horizon, levels)
+
+    assert forecast.point.shape == (horizon,)
+    assert set(forecast.quantiles) == set(levels)
+    assert np.isfinite(forecast.point).all()
+    ordered = [forecast.quantiles[level] for level in sorted(set(levels))]
+    for band in ordered:
+        assert band.shape == (horizon,)
+        assert np.isfinite(band).all()
+    for lower, upper in itertools.pairwise(ordered):
+        assert (lower <= upper).all()
+    assert forecast.method == "" or forecast.method.startswith(("seasonal-naive", "recent-level"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests(elements=st.floats(min_value=0, max_value=1e6)))
+def test_property_non_negative_history_gives_non_negative_forecast(request_):
+    backend, hist, horizon, levels = request_
+    forecast = backend.forecast_one(hist, horizon, levels)
+    assert (forecast.point >= 0).all()
+    assert all((band >= 0).all() for band in forecast.quantiles.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests())
+def test_property_seasonal_path_matches_the_definition(request_):
+    backend, hist, horizon, levels = request_
+    s = backend.season // hist.step
+    forecast = backend.forecast_one(hist, horizon, levels)
+    if len(hist.values) < s + MIN_RESIDUALS:
+        assert forecast.method == "recent-level"
+        return
+    point, bands = reference(hist.values, s, backend.cycles, horizon, levels)
+    atol = 1e-9 * (1 + np.abs(hist.values).max())  # the sums run in a different order
+    np.testing.assert_allclose(forecast.point, point, rtol=1e-9, atol=atol)
+    for level in levels:
+        np.testing.assert_allclose(forecast.quantiles[level], bands[level], rtol=1e-9, atol=atol)
