@@ -112,3 +112,47 @@ async def test_gap_and_nan_are_filled_and_counted(prometheus_factory):
     # 11 five-minute steps inside the hour find no sample within the lookback; one step reads the NaN.
     assert status.gap_steps == 12
     assert np.isfinite(status.forecast) and recommendation.replicas >= 1
+
+
+def gauge(name: str, value: float, hours: float = 51) -> Series:
+    """A constant gauge sampled every minute up to NOW."""
+    return Series(name, {}, [(NOW - k * MINUTE, value) for k in range(int(hours * 60), -1, -1)])
+
+
+async def test_observed_lead_time_and_capacity_query(prometheus_factory):
+    server = prometheus_factory(
+        Series("app_demand", {"job": "web"}, samples(NOW)),
+        gauge("pod_ready_p95_seconds", 420),
+        gauge("rps_per_pod", 20),
+    )
+    spec = scaler(server.url, "app_demand").model_dump(by_alias=True, mode="json", exclude_none=True)
+    spec["leadTime"] = {"source": "Observed", "observed": {"address": server.url, "query": "pod_ready_p95_seconds"}}
+    spec["capacity"] = {"query": {"address": server.url, "query": "rps_per_pod"}}
+    recommendation = await run(parse(PredictiveScalerSpec, spec), current=10)
+    assert recommendation.last_forecast.lead_time_seconds == 420
+    upper = max(demand(NOW + k * timedelta(minutes=5)) for k in (1, 2))  # 7m of lead -> two 5m steps
+    assert recommendation.breakdown.predictive == math.ceil(upper * 1.1 / 20)
+
+
+async def test_observed_lead_time_is_clamped(prometheus_factory):
+    server = prometheus_factory(
+        Series("app_demand", {"job": "web"}, samples(NOW)), gauge("pod_ready_p95_seconds", 7200)
+    )
+    spec = scaler(server.url, "app_demand").model_dump(by_alias=True, mode="json", exclude_none=True)
+    spec["leadTime"] = {
+        "source": "Observed",
+        "max": "10m",
+        "observed": {"address": server.url, "query": "pod_ready_p95_seconds"},
+    }
+    recommendation = await run(parse(PredictiveScalerSpec, spec), current=10)
+    assert recommendation.lead_time.clamped and recommendation.last_forecast.lead_time_seconds == 600
+
+
+async def test_short_history_is_a_reported_cold_start(prometheus_factory):
+    recent = [(NOW - k * MINUTE, 120.0) for k in range(20, -1, -1)]
+    server = prometheus_factory(Series("app_demand", {"job": "web"}, recent))
+    recommendation = await run(scaler(server.url, "app_demand"), current=5)
+    assert "recent-level" in recommendation.last_forecast.model
+    # Flat 120 units: the floor and the forecast agree on ceil(120 * 1.1 / 10) = 14 replicas.
+    assert recommendation.replicas == 10  # +100% per evaluation from 5 replicas
+    assert recommendation.breakdown.predictive == 14 and recommendation.breakdown.constraint == "MaxScaleUpRate"
