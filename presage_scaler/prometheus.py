@@ -5,14 +5,18 @@ none raises :class:`NoData`. An empty answer is never read as zero: a scaler tha
 zero demand would scale a busy workload to its minimum.
 
 Range results are placed on the regular grid ``start, start + step, ..., <= end`` and gap-filled
-(see :func:`fill_gaps`) because forecasting backends need finite values on a regular step:
+because forecasting backends need finite values on a regular step:
 
 * a step is a *gap* when Prometheus returned no sample for it (the series was absent or stale,
   i.e. no raw sample within the lookback delta, 5m by default) or returned NaN or +-Inf;
-* interior gaps are filled by linear interpolation between the nearest valid neighbours;
-* leading gaps take the first valid value, trailing gaps the last valid value;
-* the number of filled steps is reported in ``gap_steps`` (trailing ones also in
-  ``trailing_gap_steps``: a non-zero value means :attr:`SampledSeries.latest` is stale);
+* leading gaps are **dropped**, not filled: the series starts at its first valid step (still on
+  the grid) and the dropped count is ``leading_gaps_dropped``. Padding them would invent history
+  for a series that did not exist yet (a new workload would look like weeks of flat demand and
+  hide a cold start from the backend);
+* interior gaps are filled by linear interpolation between the nearest valid neighbours
+  (:func:`fill_gaps`), trailing gaps take the last valid value;
+* the number of filled steps is ``gap_steps`` (trailing ones also in ``trailing_gap_steps``:
+  a non-zero value means :attr:`SampledSeries.latest` is stale);
 * when no step is valid the query raises :class:`NoData`.
 
 Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Kubernetes
@@ -22,6 +26,8 @@ condition reason to report.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -113,6 +119,7 @@ class SampledSeries:
     gap_steps: int
     labels: dict[str, str] = field(default_factory=dict)
     trailing_gap_steps: int = 0
+    leading_gaps_dropped: int = 0
 
     @property
     def end(self) -> datetime:
@@ -130,10 +137,11 @@ class SampledSeries:
 
 
 def fill_gaps(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Fill non-finite entries by the module's rule; return ``(filled, gap_count)``.
+    """Fill non-finite entries; return ``(filled, gap_count)``.
 
     Interior gaps are interpolated linearly between the nearest finite neighbours (by index;
-    the grid is regular), leading gaps take the first finite value and trailing gaps the last.
+    the grid is regular), trailing gaps take the last finite value and leading gaps, if any,
+    the first (:meth:`PrometheusClient.query_range` drops leading gaps before calling this).
     All-gap input is returned unchanged (all NaN); callers treat it as no data.
     """
     values = np.asarray(values, dtype=np.float64)
@@ -233,7 +241,9 @@ class PrometheusClient:
     async def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> SampledSeries:
         """Evaluate ``query`` on the grid ``start, start + step, ..., <= end``; see the module doc.
 
-        Ranges longer than :data:`MAX_POINTS_PER_REQUEST` points are fetched in several requests.
+        The result starts at the first valid step, so it can be shorter than the requested
+        range. Ranges longer than :data:`MAX_POINTS_PER_REQUEST` points are fetched in several
+        requests.
         Raises :class:`TooManySeries` unless the query yields exactly one series over the whole
         range, and :class:`NoData` when it yields none or only NaN/Inf samples.
         """
@@ -257,26 +267,36 @@ class PrometheusClient:
             data = await self._api("/api/v1/query_range", params)
             if data.get("resultType") != "matrix":
                 raise QueryFailed(f"query_range for {query!r} returned {data.get('resultType')!r}, not a matrix")
-            for series in data.get("result") or []:
-                metric = series.get("metric", {})
-                if metric not in labels:
-                    labels.append(metric)
-                if len(labels) > 1:
-                    # Over the full range these would have been separate series too.
-                    raise TooManySeries(query, _series_count(data, labels))
-                if "values" not in series:
-                    raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
-                for timestamp, text in series["values"]:
-                    index = round((float(timestamp) - start.timestamp()) / step.total_seconds())
-                    if 0 <= index < points:
-                        raw[index] = _parse_value(text)
+            with _malformed(query):
+                for series in data.get("result") or []:
+                    metric = series.get("metric", {})
+                    if metric not in labels:
+                        labels.append(metric)
+                    if len(labels) > 1:
+                        # Over the full range these would have been separate series too.
+                        raise TooManySeries(query, _series_count(data, labels))
+                    if "values" not in series:
+                        raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
+                    for timestamp, text in series["values"]:
+                        index = round((float(timestamp) - start.timestamp()) / step.total_seconds())
+                        if 0 <= index < points:
+                            raw[index] = _parse_value(text)
         if not labels:
             raise NoData(query)
-        filled, gaps = fill_gaps(raw)
-        if gaps == points:
+        valid = np.flatnonzero(np.isfinite(raw))
+        if valid.size == 0:
             raise NoData(query, "returned only NaN or infinite samples")
-        trailing = points - 1 - int(np.flatnonzero(np.isfinite(raw))[-1])
-        return SampledSeries(filled, step, start, gaps, labels[0], trailing)
+        first, last = int(valid[0]), int(valid[-1])
+        filled, gaps = fill_gaps(raw[first:])
+        return SampledSeries(
+            values=filled,
+            step=step,
+            start=start + first * step,
+            gap_steps=gaps,
+            labels=labels[0],
+            trailing_gap_steps=points - 1 - last,
+            leading_gaps_dropped=first,
+        )
 
     async def query_instant(self, query: str, at: datetime | None = None) -> float:
         """Evaluate ``query`` at ``at`` (server time when None); must yield exactly one value.
@@ -290,18 +310,19 @@ class PrometheusClient:
             params["time"] = _unix(at)
         data = await self._api("/api/v1/query", params)
         result_type, result = data.get("resultType"), data.get("result")
-        if result_type == "scalar":
-            text = result[1]
-        elif result_type == "vector":
-            if not result:
-                raise NoData(query)
-            if len(result) > 1:
-                raise TooManySeries(query, len(result))
-            if "value" not in result[0]:
-                raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
-            text = result[0]["value"][1]
-        else:
-            raise QueryFailed(f"query {query!r} returned a {result_type!r}, expected a vector or scalar")
+        with _malformed(query):
+            if result_type == "scalar":
+                text = result[1]
+            elif result_type == "vector":
+                if not result:
+                    raise NoData(query)
+                if len(result) > 1:
+                    raise TooManySeries(query, len(result))
+                if "value" not in result[0]:
+                    raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
+                text = result[0]["value"][1]
+            else:
+                raise QueryFailed(f"query {query!r} returned a {result_type!r}, expected a vector or scalar")
         value = _parse_value(text)
         if not math.isfinite(value):
             raise InvalidValue(
@@ -390,6 +411,18 @@ _STATUS_HINTS = {
     422: "the query could not be executed; check the PromQL",
     503: "the server is overloaded or still starting",
 }
+
+
+@contextmanager
+def _malformed(query: str) -> Iterator[None]:
+    """Turn a response that does not have the documented shape into :class:`QueryFailed`."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise QueryFailed(
+            f"query {query!r}: malformed response ({type(exc).__name__}: {exc}); check that the "
+            "address is a Prometheus-compatible query API"
+        ) from exc
 
 
 def _parse_value(text: str) -> float:

@@ -1,0 +1,355 @@
+"""A real Prometheus server, backfilled with test-provided series, for integration tests.
+
+The data is written as OpenMetrics text, turned into TSDB blocks with
+``promtool tsdb create-blocks-from openmetrics`` and loaded by a fresh ``prometheus`` process on
+a free loopback port. Backfilled blocks are only read when Prometheus starts, so new data means
+a restart (:meth:`PrometheusServer.start` rebuilds the data directory when the series changed).
+Retention is 100 years so that old fixed timestamps are never dropped.
+
+The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` package
+(:func:`ensure_prometheus`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+_APT_LOCK = Path(tempfile.gettempdir()) / "presage-apt-prometheus.lock"
+_ensured: tuple[str, str] | str | None = None  # binaries, or the error message of a failed install
+
+
+class PrometheusUnavailable(RuntimeError):
+    """Prometheus could not be installed, backfilled or started."""
+
+
+def ensure_prometheus() -> tuple[str, str]:
+    """Paths of ``prometheus`` and ``promtool``: from PATH, else installed with apt (as root).
+
+    The outcome, success or failure, is remembered for the rest of the process so a failed
+    install is not retried by every test.
+    """
+    global _ensured
+    if _ensured is None:
+        try:
+            _ensured = _find_binaries() or _apt_install()
+        except PrometheusUnavailable as exc:
+            _ensured = str(exc)
+    if isinstance(_ensured, str):
+        raise PrometheusUnavailable(_ensured)
+    return _ensured
+
+
+def _find_binaries() -> tuple[str, str] | None:
+    found = [shutil.which(name) or shutil.which(name, path="/usr/bin") for name in ("prometheus", "promtool")]
+    return (found[0], found[1]) if found[0] and found[1] else None
+
+
+def _apt_install() -> tuple[str, str]:
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    if (sudo and not shutil.which("sudo")) or not shutil.which("apt-get"):
+        raise PrometheusUnavailable(
+            "prometheus/promtool are not on PATH and cannot be installed here (needs apt-get as root); "
+            "install Debian's 'prometheus' package or put both binaries on PATH"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [
+        *sudo,
+        "apt-get",
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "-o",
+        "DPkg::Lock::Timeout=300",
+        "prometheus",
+    ]
+    with _APT_LOCK.open("w") as lock:  # serialise parallel test processes
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if found := _find_binaries():
+            return found
+        result = _run(install, env)
+        if result.returncode != 0:
+            update = _run([*sudo, "apt-get", "update", "-o", "DPkg::Lock::Timeout=300"], env)
+            result = _run(install, env) if update.returncode == 0 else update
+        if result.returncode != 0:
+            raise PrometheusUnavailable(
+                f"installing Debian's prometheus package failed (exit {result.returncode}):\n{result.stdout[-3000:]}"
+            )
+    found = _find_binaries()
+    if not found:
+        raise PrometheusUnavailable("the prometheus package installed, but prometheus/promtool are not on PATH")
+    return found
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False
+    )
+
+
+# --- the server ----------------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One series to backfill: samples are ``(time, value)``, time an aware datetime or Unix seconds.
+
+    Values may be NaN or +-Inf. A gap is made by leaving samples out.
+    """
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    samples: list[tuple[datetime | float, float]] = field(default_factory=list)
+
+
+_running: set[PrometheusServer] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_running):
+        server.stop()
+
+
+class PrometheusServer:
+    """A Prometheus process serving backfilled series on ``127.0.0.1:<port>``.
+
+    Add series, then :meth:`start`. :meth:`stop` and :meth:`start` again keep the port (so
+    ``url`` stays valid) and the data, unless series were added or :meth:`clear` was called, in
+    which case the data directory is rebuilt. Usable as a context manager.
+    """
+
+    def __init__(self, workdir: Path | None = None, *, port: int | None = None) -> None:
+        self.prometheus, self.promtool = ensure_prometheus()
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="presage-prometheus-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or _free_port()
+        self._port_chosen = port is None
+        self._series: list[Series] = []
+        self._dirty = True
+        self._generation = 0
+        self._launches = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def add_series(self, name: str, labels: dict[str, str], samples: Iterable[tuple[datetime | float, float]]) -> None:
+        """Queue a series for the next :meth:`start` (takes effect only after a restart)."""
+        self._series.append(Series(name, dict(labels), list(samples)))
+        self._dirty = True
+
+    def clear(self) -> None:
+        """Forget all series; the next :meth:`start` serves an empty TSDB."""
+        self._series.clear()
+        self._dirty = True
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Backfill (when the series changed), start Prometheus and wait until it is ready.
+
+        On the first start only, a port we picked that someone else took in the meantime is
+        replaced by another free port; later starts keep the port so that ``url`` stays valid.
+        """
+        if self.running:
+            self.stop()
+        began = time.monotonic()
+        if self._dirty:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._generation += 1
+            self._backfill(self._data_dir)
+            self._dirty = False
+        for attempt in range(3):
+            try:
+                self._launch(began + timeout)
+                break
+            except PrometheusUnavailable:
+                retry = self._port_chosen and self.startup_seconds is None and attempt < 2
+                if not retry or "address already in use" not in self.log_tail():
+                    raise
+                self.port = _free_port()
+        self.startup_seconds = time.monotonic() - began
+
+    def _launch(self, deadline: float) -> None:
+        config = self.workdir / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1m\n  evaluation_interval: 1m\nscrape_configs: []\n")
+        self._launches += 1
+        with self._log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                [
+                    self.prometheus,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={self._data_dir}",
+                    "--storage.tsdb.retention.time=100y",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                # PDEATHSIG fires when the *thread* that forked exits, so only use it from the main one.
+                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
+            )
+        _running.add(self)
+        try:
+            self._wait_ready(deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop Prometheus (SIGTERM, then SIGKILL after ``timeout``); a no-op when not running."""
+        process, self._process = self._process, None
+        _running.discard(self)
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the latest Prometheus process's log."""
+        path = self._log_path
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def __enter__(self) -> PrometheusServer:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def _log_path(self) -> Path:
+        return self.workdir / f"prometheus-{self._launches}.log"
+
+    @property
+    def _data_dir(self) -> Path:
+        return self.workdir / f"data-{self._generation}"
+
+    def _backfill(self, data_dir: Path) -> None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        data_dir.mkdir(parents=True)
+        if not self._series:
+            return
+        source = self.workdir / f"backfill-{self._generation}.om"
+        source.write_text(openmetrics(self._series))
+        result = subprocess.run(
+            # promtool reads the whole file once per output block: its default 2h blocks make a
+            # month at 1m take ~30s; 31d blocks (the largest Prometheus makes itself) take <1s.
+            [
+                self.promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--max-block-duration=744h",
+                str(source),
+                str(data_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise PrometheusUnavailable(f"promtool backfill of {source} failed:\n{result.stdout[-3000:]}")
+
+    def _wait_ready(self, deadline: float) -> None:
+        while True:
+            if self._process is None or self._process.poll() is not None:
+                code = None if self._process is None else self._process.returncode
+                raise PrometheusUnavailable(f"prometheus exited with {code}:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise PrometheusUnavailable(f"prometheus at {self.url} not ready in time:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+
+def openmetrics(series: Iterable[Series]) -> str:
+    """OpenMetrics text for ``series``: one gauge family per name, samples sorted by time, ``# EOF``."""
+    families: dict[str, list[Series]] = {}
+    for one in series:
+        families.setdefault(one.name, []).append(one)
+    lines: list[str] = []
+    for name, members in families.items():
+        lines.append(f"# TYPE {name} gauge")
+        for one in members:
+            selector = name + _labels(one.labels)
+            points = sorted((_seconds(at), value) for at, value in one.samples)
+            lines.extend(f"{selector} {_value(value)} {at:.3f}" for at, value in points)
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    pairs = (f'{key}="{_escape(value)}"' for key, value in sorted(labels.items()))
+    return "{" + ",".join(pairs) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _seconds(at: datetime | float) -> float:
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise ValueError(f"sample times must be timezone-aware, got {at!r}")
+        return at.timestamp()
+    return float(at)
+
+
+def _value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM the child when the test process dies, so no Prometheus outlives it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -1,0 +1,363 @@
+"""Unit tests of the Prometheus client's pure parts: gap filling, parsing, error mapping."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs
+
+import httpx
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
+from presage_scaler.backends.base import History
+from presage_scaler.prometheus import (
+    MAX_POINTS_PER_REQUEST,
+    InvalidValue,
+    NoData,
+    PrometheusClient,
+    PrometheusClientPool,
+    PrometheusError,
+    PrometheusUnreachable,
+    QueryFailed,
+    TooManySeries,
+    fill_gaps,
+    history_window,
+)
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+STEP = timedelta(minutes=5)
+NAN = math.nan
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def client(handler: Handler, **kwargs) -> PrometheusClient:
+    return PrometheusClient("http://prom.test:9090", transport=httpx.MockTransport(handler), **kwargs)
+
+
+def ok(data: dict) -> httpx.Response:
+    return httpx.Response(200, json={"status": "success", "data": data})
+
+
+def matrix(*series: tuple[dict, list[tuple[datetime, str]]]) -> dict:
+    result = [
+        {"metric": labels, "values": [[at.timestamp(), value] for at, value in samples]} for labels, samples in series
+    ]
+    return {"resultType": "matrix", "result": result}
+
+
+def form(request: httpx.Request) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(request.content.decode()).items()}
+
+
+def grid(n: int) -> list[datetime]:
+    return [T0 + i * STEP for i in range(n)]
+
+
+# --- gap filling -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected", "gaps"),
+    [
+        ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 0),
+        ([1.0, NAN, NAN, 4.0], [1.0, 2.0, 3.0, 4.0], 2),
+        ([NAN, NAN, 5.0, 7.0], [5.0, 5.0, 5.0, 7.0], 2),
+        ([5.0, 7.0, NAN, math.inf], [5.0, 7.0, 7.0, 7.0], 2),
+        ([-math.inf, 2.0, math.inf, 4.0], [2.0, 2.0, 3.0, 4.0], 2),
+        ([NAN], [NAN], 1),
+    ],
+)
+def test_fill_gaps_rule(raw, expected, gaps):
+    filled, count = fill_gaps(np.array(raw))
+    np.testing.assert_array_equal(filled, expected)
+    assert count == gaps
+
+
+@given(st.lists(st.one_of(st.floats(-1e9, 1e9), st.just(NAN), st.just(math.inf)), min_size=1, max_size=50))
+def test_fill_gaps_keeps_valid_values_and_stays_within_their_range(raw):
+    values = np.array(raw)
+    valid = np.isfinite(values)
+    filled, count = fill_gaps(values)
+    assert count == int((~valid).sum())
+    if valid.any():
+        assert np.isfinite(filled).all()
+        np.testing.assert_array_equal(filled[valid], values[valid])
+        assert values[valid].min() <= filled.min() and filled.max() <= values[valid].max()
+
+
+# --- history window --------------------------------------------------------------------------
+
+
+def test_history_window_aligns_end_down_and_counts_points():
+    now = datetime(2024, 3, 1, 12, 7, 31, tzinfo=UTC)
+    start, end = history_window(timedelta(days=2), STEP, None, now)
+    assert end == datetime(2024, 3, 1, 12, 5, tzinfo=UTC)
+    assert (end - start) // STEP + 1 == 576
+    assert history_window(timedelta(days=2), STEP, None, now + timedelta(minutes=2)) == (start, end)
+
+
+def test_history_window_caps_points_at_max_context():
+    now = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+    start, end = history_window(timedelta(days=60), STEP, 16_384, now)
+    assert end == now
+    assert (end - start) // STEP + 1 == 16_384
+
+
+def test_history_window_rejects_naive_now():
+    with pytest.raises(ValueError, match="timezone-aware"):
+        history_window(timedelta(days=1), STEP, None, datetime(2024, 3, 1))
+
+
+# --- query_range -----------------------------------------------------------------------------
+
+
+async def test_query_range_places_samples_on_grid_and_fills_gaps():
+    times = grid(6)
+    samples = [(times[0], "1"), (times[1], "NaN"), (times[2], "3"), (times[4], "+Inf"), (times[5], "6")]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "POST"
+        assert request.url.path == "/api/v1/query_range"
+        params = form(request)
+        assert params["query"] == "sum(up)"
+        assert float(params["start"]) == T0.timestamp()
+        assert float(params["end"]) == times[5].timestamp()
+        assert float(params["step"]) == 300
+        return ok(matrix(({"job": "x"}, samples)))
+
+    async with client(handler) as prom:
+        series = await prom.query_range("sum(up)", T0, times[5] + timedelta(minutes=2), STEP)
+    np.testing.assert_array_equal(series.values, [1, 2, 3, 4, 5, 6])
+    assert series.values.dtype == np.float64
+    assert series.gap_steps == 3
+    assert series.trailing_gap_steps == 0
+    assert series.labels == {"job": "x"}
+    assert series.start == T0 and series.end == times[5] and series.step == STEP
+    assert series.latest == 6.0
+    history = series.history()
+    assert isinstance(history, History) and history.step == STEP
+    np.testing.assert_array_equal(history.values, series.values)
+
+
+async def test_query_range_trailing_gap_is_stale_latest():
+    times = grid(4)
+
+    async with client(lambda _: ok(matrix(({}, [(times[0], "2"), (times[1], "4")])))) as prom:
+        series = await prom.query_range("q", T0, times[3], STEP)
+    np.testing.assert_array_equal(series.values, [2, 4, 4, 4])
+    assert (series.gap_steps, series.trailing_gap_steps, series.latest) == (2, 2, 4.0)
+
+
+async def test_query_range_drops_leading_gaps_instead_of_inventing_history():
+    times = grid(6)
+    samples = [(times[0], "NaN"), (times[3], "5"), (times[5], "7")]
+
+    async with client(lambda _: ok(matrix(({}, samples)))) as prom:
+        series = await prom.query_range("new_workload", T0, times[5], STEP)
+    np.testing.assert_array_equal(series.values, [5, 6, 7])
+    assert series.start == times[3] and series.end == times[5]
+    assert (series.leading_gaps_dropped, series.gap_steps, series.trailing_gap_steps) == (3, 1, 0)
+
+
+async def test_query_range_two_series_is_too_many():
+    times = grid(2)
+    data = matrix(({"pod": "a"}, [(times[0], "1")]), ({"pod": "b"}, [(times[0], "1")]))
+    async with client(lambda _: ok(data)) as prom:
+        with pytest.raises(TooManySeries, match=r"'rate\(x\[5m\]\)' returned 2 series") as caught:
+            await prom.query_range("rate(x[5m])", T0, times[1], STEP)
+    assert caught.value.count == 2
+    assert caught.value.reason == "TooManySeries"
+
+
+@pytest.mark.parametrize("result", [[], [{"metric": {}, "values": [[T0.timestamp(), "NaN"]]}]])
+async def test_query_range_empty_or_all_nan_is_no_data(result):
+    async with client(lambda _: ok({"resultType": "matrix", "result": result})) as prom:
+        with pytest.raises(NoData, match="'missing_metric'") as caught:
+            await prom.query_range("missing_metric", T0, T0 + STEP, STEP)
+    assert caught.value.reason == "NoData"
+
+
+async def test_query_range_splits_long_ranges_and_spots_series_across_chunks():
+    points = MAX_POINTS_PER_REQUEST + 5
+    requests: list[dict[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        params = form(request)
+        requests.append(params)
+        start, end = float(params["start"]), float(params["end"])
+        samples = [(datetime.fromtimestamp(start, UTC), "1"), (datetime.fromtimestamp(end, UTC), "1")]
+        labels = {"chunk": str(len(requests))} if params["query"] == "churn" else {}
+        return ok(matrix((labels, samples)))
+
+    end = T0 + (points - 1) * STEP
+    async with client(handler) as prom:
+        series = await prom.query_range("steady", T0, end, STEP)
+        assert len(series.values) == points
+        assert [round((float(r["end"]) - float(r["start"])) / 300) + 1 for r in requests] == [
+            MAX_POINTS_PER_REQUEST,
+            5,
+        ]
+        assert float(requests[1]["start"]) == (T0 + MAX_POINTS_PER_REQUEST * STEP).timestamp()
+        with pytest.raises(TooManySeries) as caught:
+            await prom.query_range("churn", T0, end, STEP)
+        assert caught.value.count == 2
+
+
+async def test_query_range_rejects_naive_times():
+    async with client(lambda _: ok(matrix())) as prom:
+        with pytest.raises(ValueError, match="timezone-aware"):
+            await prom.query_range("q", datetime(2024, 3, 1), datetime(2024, 3, 2), STEP)
+
+
+# --- query_instant ---------------------------------------------------------------------------
+
+
+async def test_query_instant_vector_and_time_parameter():
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/query"
+        assert float(form(request)["time"]) == T0.timestamp()
+        return ok({"resultType": "vector", "result": [{"metric": {}, "value": [T0.timestamp(), "42.5"]}]})
+
+    async with client(handler) as prom:
+        assert await prom.query_instant("q", T0) == 42.5
+
+
+async def test_query_instant_scalar_without_time():
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert "time" not in form(request)
+        return ok({"resultType": "scalar", "result": [T0.timestamp(), "3"]})
+
+    async with client(handler) as prom:
+        assert await prom.query_instant("scalar(1+2)") == 3.0
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"resultType": "vector", "result": []}, NoData),
+        (
+            {
+                "resultType": "vector",
+                "result": [{"metric": {"a": "1"}, "value": [0, "1"]}, {"metric": {"a": "2"}, "value": [0, "1"]}],
+            },
+            TooManySeries,
+        ),
+        ({"resultType": "vector", "result": [{"metric": {}, "value": [0, "NaN"]}]}, InvalidValue),
+        ({"resultType": "scalar", "result": [0, "+Inf"]}, InvalidValue),
+        ({"resultType": "string", "result": [0, "hello"]}, QueryFailed),
+        ({"resultType": "vector", "result": [{"metric": {}, "histogram": [0, {}]}]}, QueryFailed),
+    ],
+)
+async def test_query_instant_result_errors(data, error):
+    async with client(lambda _: ok(data)) as prom:
+        with pytest.raises(error, match="'the_query'") as caught:
+            await prom.query_instant("the_query")
+    assert isinstance(caught.value, PrometheusError)
+    assert caught.value.reason == error.__name__
+
+
+# --- transport and HTTP errors ---------------------------------------------------------------
+
+
+async def test_server_error_carries_error_type_and_message():
+    body = {"status": "error", "errorType": "bad_data", "error": "1:5: parse error: unclosed left parenthesis"}
+    async with client(lambda _: httpx.Response(400, json=body)) as prom:
+        with pytest.raises(QueryFailed, match=r"bad_data.*unclosed left parenthesis.*fix the PromQL") as caught:
+            await prom.query_instant("sum(")
+    assert (caught.value.status_code, caught.value.error_type) == (400, "bad_data")
+
+
+async def test_status_error_with_http_200_is_query_failed():
+    body = {"status": "error", "errorType": "execution", "error": "boom"}
+    async with client(lambda _: httpx.Response(200, json=body)) as prom:
+        with pytest.raises(QueryFailed, match="boom"):
+            await prom.query_instant("q")
+
+
+async def test_non_prometheus_body_is_query_failed():
+    async with client(lambda _: httpx.Response(502, text="<html>Bad Gateway</html>")) as prom:
+        with pytest.raises(QueryFailed, match=r"HTTP 502.*Bad Gateway") as caught:
+            await prom.query_instant("q")
+    assert caught.value.status_code == 502
+
+
+@pytest.mark.parametrize(
+    "exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.ConnectTimeout("slow")]
+)
+async def test_transport_errors_are_unreachable_and_name_the_address(exc):
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    async with client(handler) as prom:
+        with pytest.raises(PrometheusUnreachable, match=r"http://prom\.test:9090") as caught:
+            await prom.query_range("q", T0, T0, STEP)
+    assert caught.value.reason == "PrometheusUnreachable"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"resultType": "matrix", "result": [{"metric": {}, "values": [["x"]]}]},
+        {"resultType": "matrix", "result": "nope"},
+    ],
+)
+async def test_malformed_range_response_is_query_failed(data):
+    async with client(lambda _: ok(data)) as prom:
+        with pytest.raises(QueryFailed, match="malformed response"):
+            await prom.query_range("q", T0, T0 + STEP, STEP)
+
+
+async def test_malformed_instant_response_is_query_failed():
+    async with client(lambda _: ok({"resultType": "scalar", "result": None})) as prom:
+        with pytest.raises(QueryFailed, match="malformed response"):
+            await prom.query_instant("q")
+
+
+# --- headers, address, pooling ---------------------------------------------------------------
+
+
+async def test_bearer_token_header_and_path_prefix():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return ok({"resultType": "scalar", "result": [0, "1"]})
+
+    transport = httpx.MockTransport(handler)
+    query = PrometheusQuery(
+        address="http://vmselect:8481/select/0/prometheus/",
+        query="q",
+        bearer_token_secret_ref=SecretKeyRef(name="s", key="token"),
+    )
+    async with PrometheusClient.from_query(query, "s3cret", transport=transport) as prom:
+        await prom.query_instant("q")
+    async with PrometheusClient("http://prom:9090", transport=transport) as prom:
+        await prom.query_instant("q")
+    assert seen[0].headers["Authorization"] == "Bearer s3cret"
+    assert str(seen[0].url) == "http://vmselect:8481/select/0/prometheus/api/v1/query"
+    assert "Authorization" not in seen[1].headers
+
+
+async def test_pool_reuses_one_client_per_address_and_credentials():
+    pool = PrometheusClientPool(transport=httpx.MockTransport(lambda _: ok(matrix())))
+    a = PrometheusQuery(address="http://prom:9090", query="x")
+    b = PrometheusQuery(address="http://prom:9090/", query="y")
+    other = PrometheusQuery(address="http://thanos:9090", query="x")
+    assert pool.get(a) is pool.get(b)
+    assert pool.get(a) is not pool.get(other)
+    assert pool.get(a, "token") is not pool.get(a)
+    await pool.aclose()
+
+
+def test_reasons_are_distinct_camel_case():
+    errors = [PrometheusUnreachable, QueryFailed, TooManySeries, NoData, InvalidValue]
+    reasons = [e.reason for e in errors]
+    assert len(set(reasons)) == len(reasons)
+    assert all(r[0].isupper() and r.isalnum() for r in reasons)
+    assert all(issubclass(e, PrometheusError) for e in errors)
