@@ -1,0 +1,89 @@
+"""The recommendation store: the only thing the KEDA gRPC server and the Agones webhook read.
+
+The controller (leader) puts a :class:`StoredRecommendation` after every evaluation; every replica
+fills its store from the status the leader writes. Readers never trigger a query or a forecast:
+KEDA and Agones poll often and on a tight budget, so an answer is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from presage_scaler.api.types import Mode
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """The scaled workload, as the PredictiveScaler names it."""
+
+    api_version: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class StoredRecommendation:
+    """What readers need of one PredictiveScaler's latest evaluation."""
+
+    namespace: str
+    name: str
+    mode: Mode
+    target: TargetRef
+    recommended_replicas: int
+    current_replicas: int | None
+    generated_at: datetime
+    interval: timedelta
+    min_replicas: int
+    max_replicas: int
+    agones_max_age: timedelta | None = None
+
+    def age(self, now: datetime) -> timedelta:
+        return now - self.generated_at
+
+
+Key = tuple[str, str]
+
+
+class RecommendationStore:
+    """In-memory recommendations keyed by (namespace, name), with change notification.
+
+    Single event loop, no locks: writers and readers run on the same asyncio loop.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[Key, StoredRecommendation] = {}
+        self._version = 0
+        self._changed = asyncio.Condition()
+
+    def get(self, namespace: str, name: str) -> StoredRecommendation | None:
+        return self._items.get((namespace, name))
+
+    def in_namespace(self, namespace: str) -> Iterator[StoredRecommendation]:
+        return (item for (ns, _), item in self._items.items() if ns == namespace)
+
+    async def put(self, item: StoredRecommendation) -> None:
+        self._items[(item.namespace, item.name)] = item
+        await self._notify()
+
+    async def remove(self, namespace: str, name: str) -> None:
+        if self._items.pop((namespace, name), None) is not None:
+            await self._notify()
+
+    @property
+    def version(self) -> int:
+        """Increases on every change; pass it to :meth:`wait_for_change`."""
+        return self._version
+
+    async def wait_for_change(self, seen_version: int) -> int:
+        """Wait until the store changed after ``seen_version``; returns the new version."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._version > seen_version)
+            return self._version
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._version += 1
+            self._changed.notify_all()
