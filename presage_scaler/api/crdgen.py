@@ -38,8 +38,10 @@ def _field_schema(field: FieldView) -> dict[str, Any]:
         schema["description"] = field.description
     if field.default is not None:
         schema["default"] = field.default
-    if field.extra.object_default:
-        schema["default"] = {}
+    if field.extra.object_default and field.type.model is not None:
+        # The whole defaulted object, not {}: the API server checks a default against the CEL rules
+        # before it fills nested defaults in.
+        schema["default"] = field.type.model().to_wire()
     schema.update(copy.deepcopy(field.extra.openapi))
     return schema
 

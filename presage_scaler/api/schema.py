@@ -133,7 +133,7 @@ def field(
     ``default`` is the wire value (``"5m"``, ``"10%"``), parsed like user input, so the CRD, the
     docs and Python agree on it. ``required`` marks a field required even though it has a
     default (the reference's ``ForecastBackend.spec.type``). ``object_default`` gives an optional
-    nested object the CRD default ``{}``, so the API server fills its children's defaults.
+    nested object its fully defaulted value as CRD default, so the API server shows its defaults.
     ``openapi`` holds extra schema keywords (``minimum``, ``maxItems``, ...).
     """
     extra = Extra(openapi=openapi, required=required, object_default=object_default)

@@ -1,0 +1,632 @@
+"""A real Kubernetes control plane (etcd + kube-apiserver + kubectl) for integration tests.
+
+The binaries are built from the Go module in ``tests/k8s`` (pinned there) and cached
+outside the clone, keyed by the Kubernetes version; see ``tests/k8s/README.md``.
+Only the API server runs: no controller-manager, scheduler or kubelet, so objects are
+stored and served (RBAC, admission, CRDs, TokenRequest all work) but never reconciled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import fcntl
+import hashlib
+import ipaddress
+import itertools
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+K8S_MODULE_DIR = Path(__file__).resolve().parents[1] / "k8s"
+
+# Packages built from tests/k8s/go.mod, and the file names they are cached under.
+_COMMANDS = {
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "etcd": "go.etcd.io/etcd/server/v3",
+}
+# Bump to invalidate every cached build when the recipe below changes.
+_RECIPE_VERSION = "1"
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+class KubeHarnessError(RuntimeError):
+    """The control plane could not be built or started; the message says why."""
+
+
+def _log(message: str) -> None:
+    print(f"[kube-harness] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- binaries
+
+
+@dataclass(frozen=True)
+class KubeBinaries:
+    kube_apiserver: Path
+    kubectl: Path
+    etcd: Path
+    kubernetes_version: str
+    etcd_version: str
+
+
+def _required_version(go_mod: str, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod, re.MULTILINE)
+    if match is None:
+        raise KubeHarnessError(f"{module} is not required in {K8S_MODULE_DIR / 'go.mod'}")
+    return match.group(1)
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("PRESAGE_CACHE") or str(Path.home() / ".cache" / "presage")
+    return Path(base) / "kube"
+
+
+def _find_go() -> str:
+    go = shutil.which("go") or next(
+        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(p, os.X_OK)), None
+    )
+    if go is None:
+        raise KubeHarnessError(
+            "cannot build the Kubernetes test control plane: the `go` toolchain (>= 1.26) is not on "
+            "PATH. Install Go, or set PRESAGE_SKIP_KUBE=1 to skip the Kubernetes integration tests."
+        )
+    return go
+
+
+def ensure_kube_binaries() -> KubeBinaries:
+    """Return the cached kube-apiserver, kubectl and etcd, building them first if needed.
+
+    The cache directory is ``$PRESAGE_CACHE/kube/<k8s-version>-<digest>``: the digest covers
+    go.mod, go.sum and the build recipe, so changing a pin never reuses a stale build.
+    """
+    go_mod = (K8S_MODULE_DIR / "go.mod").read_text()
+    go_sum = (K8S_MODULE_DIR / "go.sum").read_bytes()
+    k8s_version = _required_version(go_mod, "k8s.io/kubernetes")
+    etcd_version = _required_version(go_mod, "go.etcd.io/etcd/server/v3")
+    digest = hashlib.sha256(go_mod.encode() + go_sum + _RECIPE_VERSION.encode()).hexdigest()[:12]
+
+    root = _cache_root()
+    final = root / f"{k8s_version}-{digest}"
+    binaries = KubeBinaries(
+        kube_apiserver=final / "kube-apiserver",
+        kubectl=final / "kubectl",
+        etcd=final / "etcd",
+        kubernetes_version=k8s_version,
+        etcd_version=etcd_version,
+    )
+    if final.is_dir():
+        return binaries
+
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as lock:
+        # Another pytest process (xdist worker, parallel CI job) may be building the same
+        # version: wait for it instead of compiling twice, then re-check the cache.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if final.is_dir():
+            return binaries
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{k8s_version}-", dir=root))
+        try:
+            _build(_find_go(), k8s_version, tmp)
+            # rename() is atomic: readers see either no directory or a complete one.
+            tmp.rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return binaries
+
+
+def _build(go: str, k8s_version: str, out: Path) -> None:
+    major, minor = re.match(r"v(\d+)\.(\d+)", k8s_version).groups()  # type: ignore[union-attr]
+    # Stamp the real version: kubectl's version-skew check and the API server's
+    # compatibility-version logic read it (an unstamped build reports v0.0.0-master).
+    version_pkg = "k8s.io/component-base/version"
+    k8s_ldflags = " ".join(
+        [
+            "-s -w",
+            f"-X {version_pkg}.gitVersion={k8s_version}",
+            f"-X {version_pkg}.gitMajor={major}",
+            f"-X {version_pkg}.gitMinor={minor}",
+            f"-X {version_pkg}.gitTreeState=clean",
+            f"-X {version_pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    )
+    env = dict(os.environ)
+    # go.sum in tests/k8s is complete, so never touch it and never need sum.golang.org
+    # (CI reaches the module proxy only). CGO is off: static binaries, no C toolchain needed.
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly -buildvcs=false").strip()
+    env["CGO_ENABLED"] = "0"
+    _log(f"building Kubernetes {k8s_version} control plane into {out.parent} (first time: many minutes)")
+    started = time.monotonic()
+    for name, package in _COMMANDS.items():
+        ldflags = k8s_ldflags if package.startswith("k8s.io/") else "-s -w"
+        cmd = [go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(out / name), package]
+        _run_with_heartbeat(cmd, env, f"go build {name}", out.parent / f".build-{name}.log")
+    _log(f"built control plane binaries in {time.monotonic() - started:.0f}s")
+
+
+def _run_with_heartbeat(cmd: list[str], env: dict[str, str], what: str, log_path: Path) -> None:
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=K8S_MODULE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                _log(f"{what}: still compiling ({time.monotonic() - started:.0f}s)")
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+    if proc.returncode != 0:
+        raise KubeHarnessError(f"{what} failed (exit {proc.returncode}):\n{_tail(log_path, 60)}")
+    _log(f"{what}: done in {time.monotonic() - started:.0f}s")
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _issue(
+    subject: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool = False,
+    usage: list[x509.ObjectIdentifier] | None = None,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    # Backdate a little so a clock a few seconds behind never sees a "not yet valid" cert.
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_encipherment=not ca,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
+    if usage:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class _Pki:
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    sa_public: Path
+    sa_private: Path
+
+
+def _generate_pki(directory: Path) -> _Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = _Pki(
+        ca_cert=directory / "ca.crt",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        admin_cert=directory / "admin.crt",
+        admin_key=directory / "admin.key",
+        sa_public=directory / "sa.pub",
+        sa_private=directory / "sa.key",
+    )
+    # EC P-256 keys: generated in microseconds, unlike RSA.
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "presage-test-ca")])
+    ca = _issue(ca_name, ca_key.public_key(), ca_name, ca_key, ca=True)
+    _write_cert(pki.ca_cert, ca)
+
+    # The first address of the service range is the in-cluster `kubernetes` Service IP.
+    service_ip = next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts())
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    dns_names = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(service_ip)]
+    serving = _issue(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+        serving_key.public_key(),
+        ca_name,
+        ca_key,
+        usage=[ExtendedKeyUsageOID.SERVER_AUTH],
+        sans=sans,
+    )
+    _write_cert(pki.serving_cert, serving)
+    _write_key(pki.serving_key, serving_key)
+
+    # O=system:masters is bound to cluster-admin and bypasses RBAC entirely.
+    admin_key = ec.generate_private_key(ec.SECP256R1())
+    admin_name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
+        ]
+    )
+    admin = _issue(
+        admin_name, admin_key.public_key(), ca_name, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
+    _write_cert(pki.admin_cert, admin)
+    _write_key(pki.admin_key, admin_key)
+
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    _write_key(pki.sa_private, sa_key)
+    pki.sa_public.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return pki
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _free_port() -> int:
+    # The port is released before the server binds it; a collision is possible but rare,
+    # and shows up as a clear start failure with the log tail.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # Linux PR_SET_PDEATHSIG: if pytest is killed outright (no fixture teardown),
+    # the kernel terminates etcd and the API server instead of leaving them running.
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return f"<{path} does not exist>"
+
+
+class _Process:
+    """One server process with its log file."""
+
+    def __init__(self, name: str, cmd: list[str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.reported = False  # log tail already shown in an exception message
+        # Append, so the log of a restarted API server keeps the earlier run above it.
+        with open(log_path, "a") as log:
+            log.write(f"\n===== {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n")
+            log.flush()
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if not self.running():
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+class KubeControlPlane:
+    """etcd + kube-apiserver on loopback with RBAC on; usable as a context manager.
+
+    Attributes after ``start()``: ``server`` (https URL), ``kubeconfig`` (admin kubeconfig
+    path), ``ca_path``, ``admin_cert``, ``admin_key``, ``workdir``, ``binaries``.
+    """
+
+    READY_TIMEOUT_S = 120.0
+
+    def __init__(self, binaries: KubeBinaries | None = None, workdir: Path | None = None) -> None:
+        self.binaries = binaries or ensure_kube_binaries()
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="presage-kube-"))
+        self._pki = _generate_pki(self.workdir / "pki")
+        self.ca_path = self._pki.ca_cert
+        self.admin_cert = self._pki.admin_cert
+        self.admin_key = self._pki.admin_key
+        self.etcd_port = _free_port()
+        self.etcd_peer_port = _free_port()
+        self.port = _free_port()
+        self.server = f"https://127.0.0.1:{self.port}"
+        self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self._etcd: _Process | None = None
+        self._apiserver: _Process | None = None
+        self._failed = False
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+
+    # -- lifecycle
+
+    def start(self) -> KubeControlPlane:
+        started = time.monotonic()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+        except BaseException:
+            self._failed = True
+            self.stop()
+            raise
+        self._write_kubeconfig(
+            self.kubeconfig, {"client-certificate": str(self.admin_cert), "client-key": str(self.admin_key)}
+        )
+        self.start_seconds = time.monotonic() - started
+        _log(
+            f"control plane {self.binaries.kubernetes_version} ready at {self.server} "
+            f"in {self.start_seconds:.1f}s (workdir {self.workdir})"
+        )
+        return self
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver on the same port, certs and etcd (data survives)."""
+        if self._apiserver is not None:
+            self._apiserver.stop()
+        try:
+            self._start_apiserver()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def stop(self) -> None:
+        """Stop everything; on failure print log tails and keep the workdir for inspection."""
+        died = [p for p in (self._apiserver, self._etcd) if p is not None and not p.running()]
+        if died:
+            self._failed = True
+        for proc in (self._apiserver, self._etcd):
+            if proc is not None:
+                proc.stop()
+        if self._failed:
+            for proc in (self._apiserver, self._etcd):
+                if proc is not None and not proc.reported:
+                    _log(
+                        f"{proc.name} exit code {proc.proc.returncode}; last log lines "
+                        f"({proc.log_path}):\n{_tail(proc.log_path, 40)}"
+                    )
+            _log(f"keeping {self.workdir} for inspection")
+        elif self._own_workdir and not os.environ.get("PRESAGE_KEEP_KUBE_DIR"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self._apiserver = self._etcd = None
+
+    def __enter__(self) -> KubeControlPlane:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self._failed = True
+        self.stop()
+
+    def mark_failed(self) -> None:
+        """Make stop() print the logs and keep the workdir (e.g. after a failed test)."""
+        self._failed = True
+
+    # -- process start-up
+
+    def _start_etcd(self) -> None:
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        cmd = [
+            str(self.binaries.etcd),
+            "--name=presage-test",
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={self.etcd_url}",
+            f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=presage-test={peer}",
+            # Test data is throwaway: skipping fsync makes every write much faster.
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+        self._etcd = _Process("etcd", cmd, self.workdir / "etcd.log")
+        self._wait("etcd", self._etcd, f"{self.etcd_url}/health")
+
+    def _start_apiserver(self) -> None:
+        pki = self._pki
+        cmd = [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            f"--secure-port={self.port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # The default reconciler publishes the advertise address as the `kubernetes`
+            # Service endpoint and refuses loopback; nothing in-cluster needs that endpoint.
+            "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki.sa_public}",
+            f"--service-account-signing-key-file={pki.sa_private}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # Self-signed loopback certs would otherwise be written to /var/run/kubernetes.
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+        self._apiserver = _Process("kube-apiserver", cmd, self.workdir / "kube-apiserver.log")
+        self._wait("kube-apiserver", self._apiserver, f"{self.server}/readyz")
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_path))
+        ctx.load_cert_chain(str(self.admin_cert), str(self.admin_key))
+        return ctx
+
+    def _wait(self, what: str, proc: _Process, url: str) -> None:
+        """Poll a health URL until HTTP 200, failing fast if the process dies."""
+        verify: ssl.SSLContext | bool = self._ssl_context() if url.startswith("https:") else False
+        deadline = time.monotonic() + self.READY_TIMEOUT_S
+        last = "no answer yet"
+        with httpx.Client(verify=verify, timeout=5.0) as client:
+            while time.monotonic() < deadline:
+                if not proc.running():
+                    proc.reported = True
+                    raise KubeHarnessError(
+                        f"{what} exited with code {proc.proc.returncode} during start-up:\n"
+                        f"{_tail(proc.log_path, 60)}"
+                    )
+                try:
+                    response = client.get(url)
+                    if response.status_code == 200:
+                        return
+                    last = f"HTTP {response.status_code}: {response.text[-500:]}"
+                except httpx.HTTPError as exc:
+                    last = repr(exc)
+                time.sleep(0.2)
+        proc.reported = True
+        raise KubeHarnessError(
+            f"{what} not ready after {self.READY_TIMEOUT_S:.0f}s ({last}):\n{_tail(proc.log_path, 60)}"
+        )
+
+    # -- clients
+
+    def _write_kubeconfig(self, path: Path, user: dict[str, str]) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "presage-test",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_path)},
+                }
+            ],
+            "users": [{"name": "user", "user": user}],
+            "contexts": [{"name": "presage-test", "context": {"cluster": "presage-test", "user": "user"}}],
+            "current-context": "presage-test",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def kubeconfig_for_token(self, token: str) -> Path:
+        """Write a kubeconfig that authenticates with a bearer token; return its path."""
+        with self._lock:
+            n = next(self._counter)
+        return self._write_kubeconfig(self.workdir / f"token-{n}.kubeconfig", {"token": token})
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        kubeconfig: Path | None = None,
+        check: bool = True,
+        timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl (admin kubeconfig unless given); raise on failure if check."""
+        cmd = [str(self.binaries.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise KubeHarnessError(
+                f"kubectl {' '.join(args)} failed (exit {result.returncode}):\n{result.stderr}{result.stdout}"
+            )
+        return result
+
+    def service_account_token(
+        self, namespace: str, name: str, audience: str | None = None, duration: str = "1h"
+    ) -> str:
+        """Mint a token for an existing ServiceAccount through the TokenRequest API."""
+        args = ["create", "token", name, "-n", namespace, f"--duration={duration}"]
+        if audience is not None:
+            args.append(f"--audience={audience}")
+        return self.kubectl(*args).stdout.strip()
+
+    def http_client(self, token: str | None = None) -> httpx.Client:
+        """An httpx client for the API server: admin client cert, or the bearer token if given."""
+        if token is None:
+            return httpx.Client(base_url=self.server, verify=self._ssl_context(), timeout=30.0)
+        verify = ssl.create_default_context(cafile=str(self.ca_path))
+        return httpx.Client(
+            base_url=self.server,
+            verify=verify,
+            timeout=30.0,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+
+@contextlib.contextmanager
+def kube_control_plane() -> Iterator[KubeControlPlane]:
+    """Build (if needed) and run a control plane for the duration of the block."""
+    with KubeControlPlane() as plane:
+        yield plane
