@@ -121,7 +121,7 @@ def test_backend_rules_and_printer_columns(crds_installed, kube_namespace):
     assert header == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING", "CONSTRAINT", "AGE"]
 
 
-def test_example_manifests_in_docs_parse():
+def test_crd_files_name_both_kinds():
     """The CRDs are valid YAML documents with the expected names."""
     names = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in (REPO / "crds").glob("*.yaml")}
     assert names == {"predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh"}
