@@ -1,0 +1,290 @@
+"""KEDA external scaler: answers KEDA's gRPC calls from the :class:`RecommendationStore` alone.
+
+Nothing on the request path queries Prometheus or runs a forecast: every answer is a dictionary
+lookup plus, in Shadow mode only, one :class:`ScaledObjectTriggers` lookup.
+
+The metric is built so the HPA's ``AverageValue`` arithmetic (``desired = ceil(value / target)``)
+lands exactly on the value we return: the target is always 1, the value is a replica count.
+
+* Enforce: the value is the recommended replica count.
+* Shadow, presage the ScaledObject's only trigger: the value is the current replica count, so the
+  HPA keeps what it has.
+* Shadow beside other triggers: the value is 0 and IsActive is false. The HPA takes the maximum over
+  its metrics and KEDA ORs activity over triggers, so 0/false never binds and the other triggers
+  decide, exactly as if presage were absent.
+
+Every failure is a gRPC error status, never a made-up value: KEDA counts errors towards the
+ScaledObject's ``fallback.failureThreshold``, whereas a fabricated 0 would silently scale down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+import grpc
+
+from presage_scaler.proto_gen import externalscaler_pb2 as pb
+from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
+from presage_scaler.store import RecommendationStore, StoredRecommendation
+
+log = logging.getLogger(__name__)
+
+SCALER_KEY = "predictiveScaler"
+METRIC_PREFIX = "presage-"
+# PredictiveScaler names are Kubernetes object names: RFC 1123 subdomains.
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_MAX = 253
+_METRIC_UNSAFE = re.compile(r"[^a-z0-9-]")
+
+
+class ScaledObjectTriggers(Protocol):
+    """How many triggers a ScaledObject has; Shadow needs it to know whether presage is alone.
+
+    Implementations raise any exception when they cannot tell (object not cached yet, API error):
+    the server turns that into ``UNAVAILABLE`` rather than guessing.
+    """
+
+    async def trigger_count(self, namespace: str, scaled_object_name: str) -> int: ...
+
+
+class StaticScaledObjectTriggers:
+    """In-memory :class:`ScaledObjectTriggers` for tests, benchmarks and local runs."""
+
+    def __init__(self, counts: Mapping[tuple[str, str], int] | None = None) -> None:
+        self.counts: dict[tuple[str, str], int] = dict(counts or {})
+
+    def set(self, namespace: str, scaled_object_name: str, count: int) -> None:
+        self.counts[(namespace, scaled_object_name)] = count
+
+    async def trigger_count(self, namespace: str, scaled_object_name: str) -> int:
+        try:
+            return self.counts[(namespace, scaled_object_name)]
+        except KeyError:
+            raise LookupError(f"ScaledObject {namespace}/{scaled_object_name} is not known") from None
+
+
+@dataclass(frozen=True)
+class StalenessBound:
+    """A recommendation older than ``max(factor × interval, floor)`` is refused with UNAVAILABLE.
+
+    Three missed evaluations (default) means the controller is not keeping up; the floor keeps
+    short intervals from flapping on ordinary scheduling jitter.
+    """
+
+    factor: float = 3.0
+    floor: timedelta = timedelta(minutes=2)
+
+    def max_age(self, interval: timedelta) -> timedelta:
+        return max(interval * self.factor, self.floor)
+
+
+class ScalerError(Exception):
+    """A refusal with the gRPC status KEDA should see and a message that says what to fix."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def metric_name(scaler_name: str) -> str:
+    """The metric name for a PredictiveScaler: lowercase letters, digits and ``-`` only."""
+    return METRIC_PREFIX + _METRIC_UNSAFE.sub("-", scaler_name.lower())
+
+
+def scaler_name_from(ref: pb.ScaledObjectRef) -> str:
+    """The ``predictiveScaler`` trigger metadata, validated; INVALID_ARGUMENT otherwise."""
+    name = ref.scalerMetadata.get(SCALER_KEY, "").strip()
+    if not name:
+        raise ScalerError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"trigger metadata has no {SCALER_KEY!r}: set it to the name of a PredictiveScaler "
+            f"in the ScaledObject's namespace",
+        )
+    if len(name) > _NAME_MAX or not _NAME_RE.match(name):
+        raise ScalerError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"trigger metadata {SCALER_KEY}={name!r} is not a valid Kubernetes object name "
+            "(lowercase letters, digits, '-' and '.', at most 253 characters)",
+        )
+    return name
+
+
+def _namespace_from(ref: pb.ScaledObjectRef) -> str:
+    if not ref.namespace:
+        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "ScaledObjectRef has no namespace")
+    return ref.namespace
+
+
+class PresageScaler:
+    """Decisions, independent of gRPC plumbing: each method returns a value or raises ScalerError."""
+
+    def __init__(
+        self,
+        store: RecommendationStore,
+        triggers: ScaledObjectTriggers,
+        *,
+        staleness: StalenessBound | None = None,
+        triggers_timeout: float = 2.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.triggers = triggers
+        self.staleness = staleness or StalenessBound()
+        self.triggers_timeout = triggers_timeout
+        self.clock = clock
+
+    def metric_spec(self, ref: pb.ScaledObjectRef) -> pb.GetMetricSpecResponse:
+        """Built from metadata alone, so KEDA can create its HPA before any recommendation exists."""
+        name = metric_name(scaler_name_from(ref))
+        return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(metricName=name, targetSize=1, targetSizeFloat=1.0)])
+
+    def fresh_recommendation(self, ref: pb.ScaledObjectRef) -> StoredRecommendation:
+        """The ScaledObject's recommendation, looked up in the ScaledObject's namespace only."""
+        namespace = _namespace_from(ref)
+        name = scaler_name_from(ref)
+        rec = self.store.get(namespace, name)
+        if rec is None:
+            raise ScalerError(
+                grpc.StatusCode.NOT_FOUND,
+                f"no PredictiveScaler {name!r} with a recommendation in namespace {namespace!r}: it must exist in "
+                f"the ScaledObject's namespace and have been evaluated at least once",
+            )
+        age = rec.age(self.clock())
+        max_age = self.staleness.max_age(rec.interval)
+        if age > max_age:
+            raise ScalerError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"recommendation for PredictiveScaler {namespace}/{name} is stale: generated "
+                f"{age.total_seconds():.0f}s ago, bound is {max_age.total_seconds():.0f}s; check the presage "
+                "controller and its data source",
+            )
+        return rec
+
+    async def shadow_is_alone(self, ref: pb.ScaledObjectRef) -> bool:
+        """Whether presage is the ScaledObject's only trigger; UNAVAILABLE when it cannot be told."""
+        try:
+            count = await asyncio.wait_for(
+                self.triggers.trigger_count(ref.namespace, ref.name), timeout=self.triggers_timeout
+            )
+        except Exception as exc:
+            raise ScalerError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"Shadow mode: cannot read the triggers of ScaledObject {ref.namespace}/{ref.name} "
+                f"({type(exc).__name__}: {exc}); refusing to guess whether presage is its only trigger",
+            ) from exc
+        if count < 1:
+            raise ScalerError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"Shadow mode: ScaledObject {ref.namespace}/{ref.name} reports {count} triggers; refusing to guess",
+            )
+        return count == 1
+
+    @staticmethod
+    def _current(rec: StoredRecommendation) -> int:
+        if rec.current_replicas is None:
+            raise ScalerError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"Shadow mode: the current replica count of {rec.target.kind}/{rec.target.name} is not known yet "
+                f"for PredictiveScaler {rec.namespace}/{rec.name}",
+            )
+        return rec.current_replicas
+
+    async def metric_value(self, ref: pb.ScaledObjectRef) -> int:
+        """The replica count to report; see the module docstring for each mode."""
+        rec = self.fresh_recommendation(ref)
+        if rec.mode == "Enforce":
+            return rec.recommended_replicas
+        if await self.shadow_is_alone(ref):
+            return self._current(rec)
+        return 0
+
+    async def is_active(self, ref: pb.ScaledObjectRef) -> bool:
+        rec = self.fresh_recommendation(ref)
+        if rec.mode == "Enforce":
+            return rec.recommended_replicas > 0
+        if await self.shadow_is_alone(ref):
+            return self._current(rec) > 0
+        return False
+
+    async def get_metrics(self, request: pb.GetMetricsRequest) -> pb.GetMetricsResponse:
+        ref = request.scaledObjectRef
+        expected = metric_name(scaler_name_from(ref))
+        if request.metricName != expected:
+            raise ScalerError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown metric {request.metricName!r}: this trigger serves only {expected!r} (from GetMetricSpec)",
+            )
+        value = await self.metric_value(ref)
+        return pb.GetMetricsResponse(
+            metricValues=[pb.MetricValue(metricName=expected, metricValue=value, metricValueFloat=float(value))]
+        )
+
+
+class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
+    """gRPC adapter (method names are the proto's): maps ScalerError to a status, streams activity."""
+
+    def __init__(self, scaler: PresageScaler, *, stream_recheck: float = 10.0) -> None:
+        self.scaler = scaler
+        # Staleness changes with time alone, not only with store writes: re-evaluate streams this often.
+        self.stream_recheck = stream_recheck
+        self.active_streams = 0
+
+    async def GetMetricSpec(
+        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+    ) -> pb.GetMetricSpecResponse:
+        try:
+            return self.scaler.metric_spec(request)
+        except ScalerError as err:
+            await context.abort(err.code, err.message)
+            raise  # unreachable: abort raises
+
+    async def GetMetrics(
+        self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetMetricsResponse:
+        try:
+            return await self.scaler.get_metrics(request)
+        except ScalerError as err:
+            await context.abort(err.code, err.message)
+            raise
+
+    async def IsActive(self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
+        try:
+            return pb.IsActiveResponse(result=await self.scaler.is_active(request))
+        except ScalerError as err:
+            await context.abort(err.code, err.message)
+            raise
+
+    async def StreamIsActive(
+        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.IsActiveResponse]:
+        """Push the activity at start and on every flip; an error ends the stream with its status.
+
+        KEDA re-opens a failed stream on its own, so an error here is never reported as ``false``.
+        Client cancellation arrives as CancelledError and simply unwinds.
+        """
+        store = self.scaler.store
+        self.active_streams += 1
+        try:
+            last: bool | None = None
+            while True:
+                version = store.version
+                try:
+                    active = await self.scaler.is_active(request)
+                except ScalerError as err:
+                    await context.abort(err.code, err.message)
+                    raise
+                if active != last:
+                    yield pb.IsActiveResponse(result=active)
+                    last = active
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(store.wait_for_change(version), timeout=self.stream_recheck)
+        finally:
+            self.active_streams -= 1
