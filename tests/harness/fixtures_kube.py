@@ -7,6 +7,7 @@ or a failed build is a test error, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -19,23 +20,28 @@ from tests.harness.kube import KubeControlPlane, KubeHarnessError, ensure_kube_b
 _planes: list[KubeControlPlane] = []
 
 
+def _uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    capture = config.pluginmanager.getplugin("capturemanager")  # absent under -p no:capture
+    return capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+
+
 @pytest.fixture(scope="session")
 def kube_control_plane(pytestconfig: pytest.Config) -> Iterator[KubeControlPlane]:
     """One etcd + kube-apiserver for the whole session, RBAC on, admin kubeconfig ready."""
     if os.environ.get("PRESAGE_SKIP_KUBE") == "1":
         pytest.skip("PRESAGE_SKIP_KUBE=1: Kubernetes integration tests skipped on request")
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     # The first build takes many minutes: show its progress (and any start-up failure)
     # live instead of letting pytest swallow it.
-    with capture.global_and_fixture_disabled():
+    with _uncaptured(pytestconfig):
         try:
             plane = KubeControlPlane(ensure_kube_binaries()).start()
         except KubeHarnessError as exc:
-            pytest.fail(f"Kubernetes test control plane unavailable: {exc}", pytrace=False)
+            # `from None`: the harness message is complete, the chained traceback is noise.
+            raise pytest.fail.Exception(f"Kubernetes test control plane unavailable: {exc}", pytrace=False) from None
     _planes.append(plane)
     yield plane
     _planes.remove(plane)
-    with capture.global_and_fixture_disabled():
+    with _uncaptured(pytestconfig):
         plane.stop()
 
 

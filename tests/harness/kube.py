@@ -8,7 +8,6 @@ stored and served (RBAC, admission, CRDs, TokenRequest all work) but never recon
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import datetime
 import fcntl
@@ -26,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -125,12 +123,20 @@ def ensure_kube_binaries() -> KubeBinaries:
     with open(root / ".build.lock", "w") as lock:
         # Another pytest process (xdist worker, parallel CI job) may be building the same
         # version: wait for it instead of compiling twice, then re-check the cache.
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log(f"waiting for another process building into {root}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if final.is_dir():
             return binaries
+        # Leftovers of builds that were killed outright; only the lock holder builds.
+        for stale in root.glob(".tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{k8s_version}-", dir=root))
         try:
             _build(_find_go(), k8s_version, tmp)
+            tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by users
             # rename() is atomic: readers see either no directory or a complete one.
             tmp.rename(final)
         finally:
@@ -139,7 +145,7 @@ def ensure_kube_binaries() -> KubeBinaries:
 
 
 def _build(go: str, k8s_version: str, out: Path) -> None:
-    major, minor = re.match(r"v(\d+)\.(\d+)", k8s_version).groups()  # type: ignore[union-attr]
+    major, minor = k8s_version.removeprefix("v").split(".")[:2]
     # Stamp the real version: kubectl's version-skew check and the API server's
     # compatibility-version logic read it (an unstamped build reports v0.0.0-master).
     version_pkg = "k8s.io/component-base/version"
@@ -158,12 +164,13 @@ def _build(go: str, k8s_version: str, out: Path) -> None:
     # (CI reaches the module proxy only). CGO is off: static binaries, no C toolchain needed.
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly -buildvcs=false").strip()
     env["CGO_ENABLED"] = "0"
+    print(file=sys.stderr)  # pytest prints the test name without a newline before this
     _log(f"building Kubernetes {k8s_version} control plane into {out.parent} (first time: many minutes)")
     started = time.monotonic()
     for name, package in _COMMANDS.items():
         ldflags = k8s_ldflags if package.startswith("k8s.io/") else "-s -w"
         cmd = [go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(out / name), package]
-        _run_with_heartbeat(cmd, env, f"go build {name}", out.parent / f".build-{name}.log")
+        _run_with_heartbeat(cmd, env, f"go build {name}", out / f"build-{name}.log")
     _log(f"built control plane binaries in {time.monotonic() - started:.0f}s")
 
 
@@ -307,18 +314,14 @@ def _generate_pki(directory: Path) -> _Pki:
             x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
         ]
     )
-    admin = _issue(
-        admin_name, admin_key.public_key(), ca_name, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH]
-    )
+    admin = _issue(admin_name, admin_key.public_key(), ca_name, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
     _write_cert(pki.admin_cert, admin)
     _write_key(pki.admin_key, admin_key)
 
     sa_key = ec.generate_private_key(ec.SECP256R1())
     _write_key(pki.sa_private, sa_key)
     pki.sa_public.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
 
@@ -326,17 +329,25 @@ def _generate_pki(directory: Path) -> _Pki:
 # --------------------------------------------------------------------------- processes
 
 
-def _free_port() -> int:
-    # The port is released before the server binds it; a collision is possible but rare,
-    # and shows up as a clear start failure with the log tail.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    # All sockets stay open until every port is picked, so the ports are distinct. They
+    # are released before the servers bind them: a collision with another process is
+    # possible but rare, and shows up as a start failure with the log tail.
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _die_with_parent() -> None:
     # Linux PR_SET_PDEATHSIG: if pytest is killed outright (no fixture teardown),
     # the kernel terminates etcd and the API server instead of leaving them running.
+    # The signal fires when the *thread* that started the child exits, so it is only
+    # requested from the main thread (see _Process).
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -364,7 +375,7 @@ class _Process:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
             )
 
     def running(self) -> bool:
@@ -401,12 +412,14 @@ class KubeControlPlane:
         self.ca_path = self._pki.ca_cert
         self.admin_cert = self._pki.admin_cert
         self.admin_key = self._pki.admin_key
-        self.etcd_port = _free_port()
-        self.etcd_peer_port = _free_port()
-        self.port = _free_port()
+        self.etcd_port, self.etcd_peer_port, self.port = _free_ports(3)
         self.server = f"https://127.0.0.1:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
-        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.kubeconfig = self._write_kubeconfig(
+            self.workdir / "admin.kubeconfig",
+            {"client-certificate": str(self.admin_cert), "client-key": str(self.admin_key)},
+        )
+        self.start_seconds: float | None = None  # start-to-ready time of the last start()
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
         self._failed = False
@@ -424,9 +437,6 @@ class KubeControlPlane:
             self._failed = True
             self.stop()
             raise
-        self._write_kubeconfig(
-            self.kubeconfig, {"client-certificate": str(self.admin_cert), "client-key": str(self.admin_key)}
-        )
         self.start_seconds = time.monotonic() - started
         _log(
             f"control plane {self.binaries.kubernetes_version} ready at {self.server} "
@@ -544,8 +554,7 @@ class KubeControlPlane:
                 if not proc.running():
                     proc.reported = True
                     raise KubeHarnessError(
-                        f"{what} exited with code {proc.proc.returncode} during start-up:\n"
-                        f"{_tail(proc.log_path, 60)}"
+                        f"{what} exited with code {proc.proc.returncode} during start-up:\n{_tail(proc.log_path, 60)}"
                     )
                 try:
                     response = client.get(url)
@@ -595,7 +604,14 @@ class KubeControlPlane:
         timeout: float = 60.0,
     ) -> subprocess.CompletedProcess[str]:
         """Run the built kubectl (admin kubeconfig unless given); raise on failure if check."""
-        cmd = [str(self.binaries.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        cmd = [
+            str(self.binaries.kubectl),
+            f"--kubeconfig={kubeconfig or self.kubeconfig}",
+            # Discovery is cached per host:port; a port reused by a later session must not
+            # see this one's CRDs (and ~/.kube stays untouched).
+            f"--cache-dir={self.workdir / 'kubectl-cache'}",
+            *args,
+        ]
         result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise KubeHarnessError(
@@ -623,10 +639,3 @@ class KubeControlPlane:
             timeout=30.0,
             headers={"Authorization": f"Bearer {token}"},
         )
-
-
-@contextlib.contextmanager
-def kube_control_plane() -> Iterator[KubeControlPlane]:
-    """Build (if needed) and run a control plane for the duration of the block."""
-    with KubeControlPlane() as plane:
-        yield plane
