@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from presage_scaler.api.generated import stale_generated, write_generated
+from presage_scaler.backtest import command as backtest_command
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -22,6 +23,10 @@ def _cmd_crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_backtest(args: argparse.Namespace) -> int:
+    return backtest_command.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -30,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     crds.add_argument("--root", default=".", help="repository root to write into (default: .)")
     crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
     crds.set_defaults(func=_cmd_crds)
+
+    backtest = commands.add_parser(
+        "backtest", help="replay a demand trace through presage and compare it with reactive scaling and an oracle"
+    )
+    backtest_command.add_arguments(backtest)
+    backtest.set_defaults(func=_cmd_backtest)
     return parser
 
 

@@ -6,9 +6,10 @@ state and the clock go in; a :class:`Recommendation` comes out with ``signalStat
 (reading replicas and Secrets, writing status); the backtest drives :func:`decide` with a
 simulated clock and batched forecasts. Both run the same decision code.
 
-Sizing window: a scale-down takes effect at once while new capacity only arrives one lead time
-later, so each signal is sized to the highest target-quantile forecast from the next step up to
-and including the lead-time step, not to the lead-time step alone.
+Sizing window: a scale-down takes effect at once, capacity added now arrives one lead time later,
+and the count then holds until the next evaluation's pods arrive one interval after that. So each
+signal is sized to the highest target-quantile forecast from the next step up to lead time plus
+interval, not to the lead-time step alone. ``lastForecast`` still reports the lead-time step.
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ def forecast_requests(
     ]
 
 
-def _window_max(forecast: Forecast, level: float, lead_steps: int) -> float:
-    values = forecast.quantiles[level][:lead_steps]
+def _window_max(forecast: Forecast, level: float, steps: int) -> float:
+    values = forecast.quantiles[level][:steps]
     return float(np.max(values))
 
 
@@ -159,12 +160,13 @@ def decide(
     lead_indices = []
     for d, forecast in zip(data, forecasts, strict=True):
         lead_steps = steps_for(lead.value, d.spec.resolution)
+        window_steps = steps_for(lead.value + spec.interval, d.spec.resolution)
         lead_indices.append(lead_steps - 1)
         inputs.append(
             SignalInput(
                 name=d.spec.name,
-                upper=_window_max(forecast, policy.target_quantile, lead_steps),
-                lower=_window_max(forecast, policy.scale_down_quantile, lead_steps),
+                upper=_window_max(forecast, policy.target_quantile, window_steps),
+                lower=_window_max(forecast, policy.scale_down_quantile, window_steps),
                 point=forecast.point_at(lead_steps - 1),
                 observed=float(d.history.values[-1]),
                 capacity=d.capacity,

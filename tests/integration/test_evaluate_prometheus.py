@@ -64,8 +64,9 @@ async def run(spec: PredictiveScalerSpec, current: int):
 
 async def test_end_to_end_recommendation(prometheus_factory):
     server = prometheus_factory(Series("app_demand", {"job": "web"}, samples(NOW)))
-    # A perfectly periodic series: the forecast for the next two 5m steps is the pattern itself.
-    upper = max(demand(NOW + k * timedelta(minutes=5)) for k in (1, 2))
+    # A perfectly periodic series: the forecast is the pattern itself. 10m of lead plus the 1m
+    # interval spans the next three 5m steps.
+    upper = max(demand(NOW + k * timedelta(minutes=5)) for k in (1, 2, 3))
     expected = math.ceil(upper * 1.1 / 10)
     recommendation = await run(scaler(server.url, "app_demand"), current=expected)
 
@@ -130,7 +131,7 @@ async def test_observed_lead_time_and_capacity_query(prometheus_factory):
     spec["capacity"] = {"query": {"address": server.url, "query": "rps_per_pod"}}
     recommendation = await run(parse(PredictiveScalerSpec, spec), current=10)
     assert recommendation.last_forecast.lead_time_seconds == 420
-    upper = max(demand(NOW + k * timedelta(minutes=5)) for k in (1, 2))  # 7m of lead -> two 5m steps
+    upper = max(demand(NOW + k * timedelta(minutes=5)) for k in (1, 2))  # 7m lead + 1m interval: two 5m steps
     assert recommendation.breakdown.predictive == math.ceil(upper * 1.1 / 20)
 
 

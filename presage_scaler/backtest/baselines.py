@@ -1,0 +1,158 @@
+"""The policies presage is compared with: the oracle, a reactive HPA, and its cost-matched variant.
+
+All of them plug into :func:`presage_scaler.backtest.simulator.simulate`, like presage itself, and
+all are clamped into the scaler's [minReplicas, maxReplicas]: those bounds are the operator's, not
+a policy's choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from presage_scaler.api.quantities import Amount
+
+HPA_TOLERANCE = 0.1
+"""The HPA leaves the count alone while the usage ratio is within 10 % of 1 (its default)."""
+
+HPA_SCALE_DOWN_STABILIZATION = timedelta(seconds=300)
+"""The HPA scales down to the highest recommendation of the last 300 s (its default)."""
+
+MAX_HEADROOM = 100.0
+"""The cost match gives up above 10,000 % headroom."""
+
+
+def clamp(replicas: int, low: int, high: int) -> int:
+    """``replicas`` within [low, high]."""
+    return min(max(replicas, low), high)
+
+
+def oracle_targets(demand: np.ndarray, per_replica: float, window: int) -> np.ndarray:
+    """Per step ``j``, ⌈max(demand[j : j + window]) / per_replica⌉ (the window is cut at the end).
+
+    A count decided at step ``j`` stays in force for ``every`` steps and the ready count at a step is
+    the smallest count in force over the ``lead`` steps before it, so the count decided at ``j`` must
+    cover steps ``j … j + every − 1 + lead``: ``window = every + lead`` (``[t, t + lead]`` when a
+    decision is made every step). Anything less under-provisions a step; this is never more.
+    """
+    padded = np.concatenate([demand, np.full(window - 1, -np.inf)])
+    peaks = np.maximum(sliding_window_view(padded, window).max(axis=1), 0.0)
+    targets = np.ceil(peaks / per_replica)
+    # The division can round below the true quotient (its last bit, or underflow to 0).
+    targets += targets * per_replica < peaks
+    return targets.astype(np.int64)
+
+
+@dataclass
+class OraclePolicy:
+    """The cheapest policy that never under-provisions: it knows the demand ahead."""
+
+    targets: np.ndarray
+    min_replicas: int
+    max_replicas: int
+
+    def decide(self, step: int, current: int) -> int:
+        return clamp(int(self.targets[step]), self.min_replicas, self.max_replicas)
+
+
+def observed_demand(signal: np.ndarray, ratio: int, steps: int) -> np.ndarray:
+    """Per trace step, the latest complete signal point a decision at that step can see (NaN before
+    the first one). ``ratio`` is trace steps per signal point."""
+    seen = np.full(steps, np.nan)
+    visible = np.arange(steps) // ratio - 1
+    known = visible >= 0
+    seen[known] = signal[visible[known]]
+    return seen
+
+
+@dataclass
+class ReactivePolicy:
+    """A Kubernetes HPA on the same signal: ⌈observed × (1 + headroom) / capacity⌉.
+
+    Within the 10 % tolerance (observed × (1 + headroom) / (current × capacity) within 1 ± 0.1) the
+    count stays as it is; a scale-down goes only as low as the highest of the recommendations of the
+    last 300 s (the HPA's default scale-down stabilization). ``headroom`` is absolute signal units or
+    a percentage, like the scaler's ``policy.headroom``.
+    """
+
+    observed: np.ndarray
+    per_replica: float
+    headroom: Amount
+    step: timedelta
+    min_replicas: int
+    max_replicas: int
+    _recent: deque[tuple[int, int]] = field(default_factory=deque, init=False, repr=False)
+
+    def decide(self, step: int, current: int) -> int:
+        seen = max(float(self.observed[step]), 0.0)
+        wanted = seen + self.headroom.of(seen)
+        if current > 0 and abs(wanted / (current * self.per_replica) - 1.0) <= HPA_TOLERANCE:
+            raw = current
+        else:
+            raw = math.ceil(wanted / self.per_replica)
+        self._recent.append((step, raw))
+        while (step - self._recent[0][0]) * self.step >= HPA_SCALE_DOWN_STABILIZATION:
+            self._recent.popleft()
+        return clamp(max(r for _, r in self._recent), self.min_replicas, self.max_replicas)
+
+
+@dataclass(frozen=True)
+class CostMatch:
+    """The headroom (a fraction) at which the reactive policy costs what presage does."""
+
+    headroom: float
+    replica_hours: float
+    target: float
+    evaluations: int
+    matched: bool
+    """False when no headroom ≥ 0 came within the tolerance (e.g. even 0 % costs more)."""
+
+
+def match_cost(
+    cost_of: Callable[[float], float],
+    target: float,
+    *,
+    start: float = 0.1,
+    relative_tolerance: float = 1e-3,
+    max_evaluations: int = 40,
+) -> CostMatch:
+    """Find a headroom ``h ≥ 0`` with ``cost_of(h)`` within ``relative_tolerance`` of ``target``.
+
+    Bracket from ``[0, max(2·start, 1)]`` upwards by doubling, then bisect. Cost grows with headroom
+    but in steps (replica counts are whole), so an exact match may not exist: the headroom whose
+    cost came closest is returned, the smaller one on a tie.
+    """
+    costs: dict[float, float] = {}
+
+    def cost(headroom: float) -> float:
+        if headroom not in costs:
+            costs[headroom] = cost_of(headroom)
+        return costs[headroom]
+
+    def close(headroom: float) -> bool:
+        return abs(cost(headroom) - target) <= relative_tolerance * target
+
+    low, high = 0.0, max(2.0 * start, 1.0)
+    if cost(low) < target and not close(low):
+        while cost(high) < target and not close(high) and high < MAX_HEADROOM:
+            low, high = high, 2.0 * high
+        while len(costs) < max_evaluations and not close(low) and not close(high):
+            middle = (low + high) / 2.0
+            if cost(middle) < target:
+                low = middle
+            else:
+                high = middle
+    best = min(costs, key=lambda h: (abs(costs[h] - target), h))
+    return CostMatch(
+        headroom=best,
+        replica_hours=costs[best],
+        target=target,
+        evaluations=len(costs),
+        matched=abs(costs[best] - target) <= relative_tolerance * target,
+    )

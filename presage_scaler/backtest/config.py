@@ -1,0 +1,145 @@
+"""The scaler and backend a backtest runs: the user's YAML, or the API's defaults, plus flag overrides.
+
+Everything goes through :func:`presage_scaler.api.parse.parse`, so a backtest validates and defaults
+exactly as the cluster would. Overrides are applied to the wire form before parsing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.quantities import format_duration, format_quantile, parse_duration
+from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.backends.base import Backend
+from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.trace import Trace
+
+MAX_REPLICAS_FACTOR = 10
+"""Without --max-replicas or a spec, maxReplicas is this many times the oracle's peak count."""
+
+DEFAULT_INTERVAL = timedelta(minutes=1)
+"""The API's default ``interval``."""
+
+_DAYS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)d(.*)$")
+
+
+def parse_span(text: str) -> timedelta:
+    """A Go duration that may also start with days: ``7d``, ``1d12h``, ``90m``."""
+    match = _DAYS.match(text.strip())
+    if match is None:
+        return parse_duration(text.strip())
+    days, rest = match.groups()
+    return timedelta(days=float(days)) + (parse_duration(rest) if rest else timedelta(0))
+
+
+def load_object(path: Path, kind: str) -> dict[str, Any]:
+    """The spec in a YAML file holding a whole ``kind`` object (apiVersion/kind/metadata/spec) or just
+    its spec. A multi-document file must hold exactly one object of that kind."""
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except yaml.YAMLError as err:
+        raise BacktestError(f"{path}: not valid YAML: {err}") from None
+    objects = [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
+    if not objects and len(documents) == 1 and isinstance(documents[0], dict) and "kind" not in documents[0]:
+        return documents[0]
+    if len(objects) != 1:
+        raise BacktestError(f"{path}: expected one {kind} (or just its spec), found {len(objects)}")
+    spec = objects[0].get("spec")
+    if not isinstance(spec, dict):
+        raise BacktestError(f"{path}: the {kind} has no spec")
+    return spec
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Flags that replace values of the scaler spec (None: keep the spec's or the default)."""
+
+    per_replica: float | None = None
+    lead_time: timedelta | None = None
+    """Only used to build a spec from flags; with a spec file it is the boot delay (see Setup)."""
+    interval: timedelta | None = None
+    target_quantile: float | None = None
+    headroom: str | None = None
+    max_replicas: int | None = None
+
+
+def _default_spec(trace: Trace, overrides: Overrides) -> dict[str, Any]:
+    """The API's defaults for a single-signal scaler on this trace, with what the flags must supply."""
+    if overrides.per_replica is None or overrides.lead_time is None:
+        raise BacktestError("without --spec, --per-replica and --lead-time are required")
+    lead = overrides.lead_time
+    peak = math.ceil(float(trace.values.max()) / overrides.per_replica)
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "backtest"},
+        # Never queried: the trace stands in for this signal.
+        "signal": {
+            "prometheus": {"address": "http://backtest.invalid", "query": f"trace {Path(trace.source).name}"},
+            "resolution": format_duration(trace.step),
+        },
+        # A lead time outside the default [30s, 15m] clamp is what the user asked for, not an error.
+        "leadTime": {
+            "static": format_duration(lead),
+            "min": format_duration(min(lead, timedelta(seconds=30))),
+            "max": format_duration(max(lead, timedelta(minutes=15))),
+        },
+        "policy": {"maxReplicas": max(1, MAX_REPLICAS_FACTOR * peak)},
+        # Decisions cannot be finer than the trace; say so in the spec rather than round silently.
+        "interval": format_duration(max(DEFAULT_INTERVAL, trace.step)),
+    }
+
+
+def scaler_spec(trace: Trace, spec_data: dict[str, Any] | None, overrides: Overrides) -> PredictiveScalerSpec:
+    """The scaler to backtest: ``spec_data`` (a YAML spec) or the defaults, with ``overrides``."""
+    data = copy.deepcopy(spec_data) if spec_data is not None else _default_spec(trace, overrides)
+    policy = data.setdefault("policy", {})
+    if overrides.per_replica is not None:
+        capacity = {"perReplica": overrides.per_replica}
+        if data.get("signals") and len(data["signals"]) == 1:
+            data["signals"][0]["capacity"] = capacity
+        else:
+            data["capacity"] = capacity
+    if overrides.interval is not None:
+        data["interval"] = format_duration(overrides.interval)
+    if overrides.target_quantile is not None:
+        policy["targetQuantile"] = format_quantile(overrides.target_quantile)
+    if overrides.headroom is not None:
+        policy["headroom"] = overrides.headroom
+    if overrides.max_replicas is not None:
+        policy["maxReplicas"] = overrides.max_replicas
+    return parse(PredictiveScalerSpec, data, path="spec")
+
+
+def backend_spec(
+    data: dict[str, Any] | None, season: timedelta | None = None, cycles: int | None = None
+) -> ForecastBackendSpec:
+    """The ForecastBackend spec (``data``, or the default SeasonalNaive) with --season/--cycles applied."""
+    data = copy.deepcopy(data) if data is not None else {"type": "SeasonalNaive"}
+    if season is not None or cycles is not None:
+        if data.get("type", "SeasonalNaive") != "SeasonalNaive":
+            raise BacktestError("--season and --cycles apply to the SeasonalNaive backend only")
+        settings = data.setdefault("seasonalNaive", {})
+        if season is not None:
+            settings["season"] = format_duration(season)
+        if cycles is not None:
+            settings["cycles"] = cycles
+    return parse(ForecastBackendSpec, data, path="spec")
+
+
+def make_backend(spec: ForecastBackendSpec) -> Backend:
+    """The backend a ForecastBackend spec describes."""
+    if spec.type == "SeasonalNaive":
+        return SeasonalNaive.from_settings(spec.seasonal_naive_or_default)
+    raise BacktestError(
+        f"the {spec.type} backend has no client in this build; presage_scaler.backtest.runner.run_backtest "
+        "accepts any Backend object"
+    )

@@ -1,0 +1,129 @@
+"""The numbers of a backtest: summary.json, decisions.csv and the terminal table."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.runner import POLICIES, BacktestResult
+
+LABELS = {
+    "presage": "presage",
+    "reactive": "reactive HPA",
+    "reactive_cost_matched": "reactive HPA, cost-matched",
+    "oracle": "oracle",
+}
+METRIC_KEYS = (
+    "under_provisioned_pct",
+    "unserved_pct",
+    "replica_hours",
+    "cost_vs_oracle",
+    "changes",
+    "largest_shortfall",
+)
+
+
+def parameters(result: BacktestResult) -> dict[str, Any]:
+    """What was run, in the units a person would write it."""
+    plan = result.plan
+    trace, spec, schedule = plan.trace, plan.spec, plan.schedule
+    identity = plan.backend.identity
+    return {
+        "trace": trace.source,
+        "trace_step": format_duration(trace.step),
+        "trace_points": len(trace),
+        "gap_steps": int(trace.gaps.sum()),
+        "start": trace.start.isoformat(),
+        "end": trace.time_at(len(trace)).isoformat(),
+        "resolution": format_duration(plan.signal.step),
+        "interval": format_duration(schedule.every * trace.step),
+        "lead_time": format_duration(plan.lead.value),
+        "boot_delay": format_duration(schedule.lead * trace.step),
+        "warmup": format_duration(plan.warmup),
+        "reported_from": trace.time_at(plan.report_from).isoformat(),
+        "reported_steps": len(trace) - plan.report_from,
+        "per_replica": plan.per_replica,
+        "initial_replicas": plan.initial,
+        "target_quantile": spec.policy.target_quantile,
+        "scale_down_quantile": spec.policy.scale_down_quantile,
+        "headroom": str(spec.policy.headroom),
+        "reactive_headroom": str(plan.reactive_headroom),
+        "backend": identity.backend,
+        "model": identity.model,
+        "spec": spec.to_wire(),
+    }
+
+
+def policy_summary(result: BacktestResult, name: str) -> dict[str, Any]:
+    """The documented metric keys of one policy."""
+    policy = result.policies[name]
+    metrics = policy.metrics
+    entry: dict[str, Any] = {
+        "under_provisioned_pct": metrics.under_provisioned_pct,
+        "unserved_pct": metrics.unserved_pct,
+        "replica_hours": metrics.replica_hours,
+        "cost_vs_oracle": result.cost_vs_oracle(name),
+        "changes": metrics.changes,
+        "largest_shortfall": metrics.largest_shortfall,
+    }
+    if policy.headroom is not None:
+        entry["headroom"] = str(policy.headroom)
+    return entry
+
+
+def summary(result: BacktestResult) -> dict[str, Any]:
+    """The content of summary.json."""
+    document: dict[str, Any] = {"parameters": parameters(result)}
+    for name in POLICIES:
+        document[name] = policy_summary(result, name)
+    # Which constraint decided presage's count, and how often ("" is the forecast itself).
+    document["presage"]["constraints"] = dict(
+        Counter(c or "Forecast" for c in result.presage.constraints).most_common()
+    )
+    match = result.cost_match
+    document["cost_matched_headroom"] = document["reactive_cost_matched"]["headroom"]
+    document["cost_match"] = {
+        "headroom": document["cost_matched_headroom"],
+        "replica_hours": match.replica_hours,
+        "target_replica_hours": match.target,
+        "matched": match.matched,
+        "evaluations": match.evaluations,
+    }
+    document["runtime_seconds"] = result.seconds
+    return document
+
+
+def write_summary(result: BacktestResult, path: Path) -> None:
+    path.write_text(json.dumps(summary(result), indent=2) + "\n")
+
+
+def write_decisions(result: BacktestResult, path: Path) -> None:
+    """presage's desired count at every decision: ``step`` is the index into the trace."""
+    trace, record = result.plan.trace, result.presage
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["step", "timestamp", "replicas"])
+        for step, replicas in zip(record.steps.tolist(), record.replicas.tolist(), strict=True):
+            writer.writerow([step, trace.time_at(step).isoformat(), replicas])
+
+
+def table(result: BacktestResult) -> str:
+    """The four policies side by side, for the terminal."""
+    header = (
+        f"{'policy':<28}{'headroom':>10}{'under-prov %':>14}{'unserved %':>12}"
+        f"{'replica-h':>12}{'vs oracle':>11}{'changes':>9}{'largest shortfall':>19}"
+    )
+    lines = [header, "-" * len(header)]
+    for name in POLICIES:
+        entry = policy_summary(result, name)
+        headroom = entry.get("headroom", str(result.plan.spec.policy.headroom) if name == "presage" else "-")
+        lines.append(
+            f"{LABELS[name]:<28}{headroom:>10}{entry['under_provisioned_pct']:>14.3f}{entry['unserved_pct']:>12.3f}"
+            f"{entry['replica_hours']:>12.1f}{entry['cost_vs_oracle']:>10.2f}x{entry['changes']:>9}"
+            f"{entry['largest_shortfall']:>19.4g}"
+        )
+    return "\n".join(lines)

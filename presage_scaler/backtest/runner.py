@@ -1,0 +1,270 @@
+"""A whole backtest: presage, the reactive HPA, the cost-matched HPA and the oracle on one trace.
+
+:func:`plan` turns a trace and a parsed spec into the numbers every policy shares (signal,
+schedule, lead time, warm-up, initial count); ``run_*`` simulate one policy each;
+:func:`run_backtest` runs all four and measures them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+
+from presage_scaler.api.quantities import Amount, format_duration
+from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.backends.base import Backend
+from presage_scaler.backtest.baselines import (
+    CostMatch,
+    OraclePolicy,
+    ReactivePolicy,
+    clamp,
+    match_cost,
+    observed_demand,
+    oracle_targets,
+)
+from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.metrics import Metrics, measure
+from presage_scaler.backtest.replay import PresagePolicy, PresageRecord, forecaster_for
+from presage_scaler.backtest.simulator import Schedule, Simulation, simulate
+from presage_scaler.backtest.trace import Trace
+from presage_scaler.evaluator import SignalSpec, signal_specs
+from presage_scaler.leadtime import LeadTime, resolve_lead_time, steps_for
+
+DEFAULT_WARMUP = timedelta(days=7)
+POLICIES = ("presage", "reactive", "reactive_cost_matched", "oracle")
+
+Progress = Callable[[str, int, int], None]
+"""Called with (phase, done, total) while a backtest runs."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What to backtest besides the trace."""
+
+    spec: PredictiveScalerSpec
+    backend: Backend
+    boot_delay: timedelta | None = None
+    """How long a new pod really takes to become ready. Defaults to the spec's lead time; required
+    when the spec's lead time is Observed (it is then also the observed value)."""
+    warmup: timedelta = DEFAULT_WARMUP
+    reactive_headroom: Amount | None = None
+    """The reactive HPA's headroom; defaults to the spec's ``policy.headroom``."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the four policies share for one trace."""
+
+    trace: Trace
+    signal: Trace
+    """The trace at the signal's resolution."""
+    ratio: int
+    """Trace steps per signal point."""
+    spec: PredictiveScalerSpec
+    signal_spec: SignalSpec
+    backend: Backend
+    lead: LeadTime
+    """The lead time presage plans with (the spec's, resolved)."""
+    boot_delay: timedelta
+    schedule: Schedule
+    report_from: int
+    """The first step counted in the metrics (the end of the warm-up)."""
+    warmup: timedelta
+    initial: int
+    oracle: np.ndarray
+    """Per step, the oracle's replica count."""
+    observed: np.ndarray
+    """Per step, the latest signal point a decision there sees."""
+    reactive_headroom: Amount
+
+    @property
+    def per_replica(self) -> float:
+        return self.signal_spec.per_replica
+
+
+def _signal(spec: PredictiveScalerSpec) -> SignalSpec:
+    signals = signal_specs(spec)
+    if len(signals) != 1:
+        raise BacktestError(f"a backtest replays one trace, but the spec has {len(signals)} signals")
+    if signals[0].capacity_query is not None:
+        raise BacktestError("capacity.query cannot be replayed from a trace: give a constant per-replica capacity")
+    return signals[0]
+
+
+def _lead(setup: Setup) -> tuple[LeadTime, timedelta]:
+    spec = setup.spec.lead_time
+    if spec.source == "Observed":
+        if setup.boot_delay is None:
+            raise BacktestError("the spec's lead time is Observed: give the observed boot delay (--lead-time)")
+        lead = resolve_lead_time(spec, setup.boot_delay.total_seconds())
+    else:
+        lead = resolve_lead_time(spec)
+    return lead, lead.value if setup.boot_delay is None else setup.boot_delay
+
+
+def plan(trace: Trace, setup: Setup) -> Plan:
+    """Check the setup against the trace and derive the shared numbers."""
+    spec = setup.spec
+    signal_spec = _signal(spec)
+    if signal_spec.resolution < trace.step:
+        raise BacktestError(
+            f"the signal resolution {format_duration(signal_spec.resolution)} is finer than the trace step "
+            f"{format_duration(trace.step)}"
+        )
+    signal = trace.resample(signal_spec.resolution)
+    ratio = round(signal.step / trace.step)
+    lead, boot_delay = _lead(setup)
+    schedule = Schedule(first=ratio, every=steps_for(spec.interval, trace.step), lead=steps_for(boot_delay, trace.step))
+    report_from = max(schedule.first, math.ceil(setup.warmup / trace.step - 1e-9))
+    if report_from >= len(trace):
+        raise BacktestError(
+            f"the trace ({format_duration(len(trace) * trace.step)}) is not longer than the warm-up "
+            f"({format_duration(setup.warmup)}): shorten --warmup"
+        )
+    oracle = oracle_targets(trace.values, signal_spec.per_replica, schedule.every + schedule.lead)
+    policy = spec.policy
+    return Plan(
+        trace=trace,
+        signal=signal,
+        ratio=ratio,
+        spec=spec,
+        signal_spec=signal_spec,
+        backend=setup.backend,
+        lead=lead,
+        boot_delay=boot_delay,
+        schedule=schedule,
+        report_from=report_from,
+        warmup=setup.warmup,
+        initial=clamp(int(oracle[schedule.first]), policy.min_replicas, policy.max_replicas),
+        oracle=oracle,
+        observed=observed_demand(signal.values, ratio, len(trace)),
+        reactive_headroom=setup.reactive_headroom or policy.headroom,
+    )
+
+
+def run_presage(plan: Plan, on_progress: Callable[[int], None] | None = None) -> tuple[Simulation, PresageRecord]:
+    """presage's production decision path over the trace."""
+    decisions = plan.schedule.decisions(len(plan.trace))
+    with asyncio.Runner() as loop:
+        policy = PresagePolicy(
+            spec=plan.spec,
+            signal_spec=plan.signal_spec,
+            signal=plan.signal,
+            ratio=plan.ratio,
+            backend=plan.backend,
+            forecaster=forecaster_for(plan.backend, loop),
+            lead=plan.lead,
+            decisions=decisions,
+            start=plan.trace.start,
+            step=plan.trace.step,
+        )
+        simulation = simulate(len(plan.trace), plan.schedule, policy, plan.initial, on_progress)
+    return simulation, policy.record()
+
+
+def run_oracle(plan: Plan) -> Simulation:
+    policy = plan.spec.policy
+    oracle = OraclePolicy(plan.oracle, policy.min_replicas, policy.max_replicas)
+    return simulate(len(plan.trace), plan.schedule, oracle, plan.initial)
+
+
+def run_reactive(plan: Plan, headroom: Amount) -> Simulation:
+    policy = plan.spec.policy
+    reactive = ReactivePolicy(
+        observed=plan.observed,
+        per_replica=plan.per_replica,
+        headroom=headroom,
+        step=plan.trace.step,
+        min_replicas=policy.min_replicas,
+        max_replicas=policy.max_replicas,
+    )
+    return simulate(len(plan.trace), plan.schedule, reactive, plan.initial)
+
+
+def metrics_of(plan: Plan, simulation: Simulation) -> Metrics:
+    return measure(plan.trace.values, simulation, plan.per_replica, plan.trace.step, plan.report_from)
+
+
+def percent(fraction: float) -> Amount:
+    """A headroom fraction as the API's percentage amount."""
+    return Amount(round(100.0 * fraction, 4), percent=True)
+
+
+def cost_matched(
+    plan: Plan, target_replica_hours: float, on_progress: Callable[[int], None] | None = None
+) -> CostMatch:
+    """The reactive headroom at which the HPA costs ``target_replica_hours``."""
+    evaluations = 0
+
+    def cost_of(fraction: float) -> float:
+        nonlocal evaluations
+        evaluations += 1
+        if on_progress is not None:
+            on_progress(evaluations)
+        return metrics_of(plan, run_reactive(plan, percent(fraction))).replica_hours
+
+    start = plan.reactive_headroom.value / 100.0 if plan.reactive_headroom.percent else 0.1
+    return match_cost(cost_of, target_replica_hours, start=start)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """One policy's simulation and metrics; ``headroom`` for the reactive ones."""
+
+    simulation: Simulation
+    metrics: Metrics
+    headroom: Amount | None = None
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """All four policies on one trace."""
+
+    plan: Plan
+    policies: dict[str, PolicyResult]
+    presage: PresageRecord
+    cost_match: CostMatch
+    seconds: dict[str, float]
+    """Wall time of each phase."""
+
+    def cost_vs_oracle(self, name: str) -> float:
+        oracle = self.policies["oracle"].metrics.replica_hours
+        hours = self.policies[name].metrics.replica_hours
+        return hours / oracle if oracle > 0 else math.inf
+
+
+def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -> BacktestResult:
+    """Plan, then simulate presage, the oracle, the reactive HPA and the cost-matched HPA."""
+    seconds: dict[str, float] = {}
+    began = time.perf_counter()
+    the_plan = plan(trace, setup)
+    decisions = len(the_plan.schedule.decisions(len(trace)))
+
+    def report(phase: str, total: int) -> Callable[[int], None] | None:
+        return None if progress is None else lambda done: progress(phase, done, total)
+
+    presage_sim, record = run_presage(the_plan, report("presage", decisions))
+    seconds["presage"] = time.perf_counter() - began
+
+    began = time.perf_counter()
+    oracle_sim = run_oracle(the_plan)
+    reactive_sim = run_reactive(the_plan, the_plan.reactive_headroom)
+    presage_metrics = metrics_of(the_plan, presage_sim)
+    match = cost_matched(the_plan, presage_metrics.replica_hours, report("cost matching", 40))
+    matched_headroom = percent(match.headroom)
+    matched_sim = run_reactive(the_plan, matched_headroom)
+    seconds["baselines"] = time.perf_counter() - began
+
+    policies = {
+        "presage": PolicyResult(presage_sim, presage_metrics),
+        "reactive": PolicyResult(reactive_sim, metrics_of(the_plan, reactive_sim), the_plan.reactive_headroom),
+        "reactive_cost_matched": PolicyResult(matched_sim, metrics_of(the_plan, matched_sim), matched_headroom),
+        "oracle": PolicyResult(oracle_sim, metrics_of(the_plan, oracle_sim)),
+    }
+    return BacktestResult(plan=the_plan, policies=policies, presage=record, cost_match=match, seconds=seconds)

@@ -1,0 +1,157 @@
+"""``presage backtest`` end to end on the example trace, in-process: the files, their keys, the report."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presage_scaler.backtest import progress, trace
+from presage_scaler.backtest.progress import ProgressBar
+from presage_scaler.backtest.trace import load_prometheus
+from presage_scaler.cli import main
+from presage_scaler.prometheus import SampledSeries
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"
+POLICIES = ("presage", "reactive", "reactive_cost_matched", "oracle")
+KEYS = {"under_provisioned_pct", "unserved_pct", "replica_hours", "cost_vs_oracle", "changes", "largest_shortfall"}
+BASE = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--warmup", "1d", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("backtest")
+    assert main(["backtest", *BASE, "--out", str(out)]) == 0
+    return out
+
+
+def test_the_three_files_are_written(run_dir):
+    assert {p.name for p in run_dir.iterdir()} == {"summary.json", "decisions.csv", "report.html"}
+
+
+def test_summary_has_the_documented_keys(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for name in POLICIES:
+        assert summary[name].keys() >= KEYS, name
+    assert summary["oracle"]["under_provisioned_pct"] == 0.0
+    assert summary["oracle"]["cost_vs_oracle"] == 1.0
+    assert summary["reactive"]["headroom"] == "10%"
+    assert summary["cost_matched_headroom"] == summary["reactive_cost_matched"]["headroom"]
+    assert summary["cost_match"]["matched"]
+    params = summary["parameters"]
+    assert params["trace_step"] == "5m"
+    assert params["lead_time"] == "5m"
+    assert params["warmup"] == "24h"
+    assert params["per_replica"] == 20.0
+    assert params["spec"]["policy"]["targetQuantile"] == "0.9"
+    assert sum(summary["presage"]["constraints"].values()) == params["trace_points"] - 1
+
+
+def test_decisions_csv_has_every_decision(run_dir):
+    with (run_dir / "decisions.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["step", "timestamp", "replicas"]
+    assert len(rows) == 4039  # 4,040 grid steps; the first decision needs one complete point
+    assert rows[0]["step"] == "1"
+    assert rows[0]["timestamp"] == "2014-04-10T00:09:00+00:00"
+    assert all(int(r["replicas"]) >= 1 for r in rows)
+
+
+def test_the_report_is_self_contained_with_svg_plots(run_dir):
+    html = (run_dir / "report.html").read_text()
+    assert html.count("<svg") == 3  # the whole trace, the zoom, per day
+    assert "<polyline" in html and "<polygon" in html  # lines and the forecast band
+    assert "under-provisioned steps" in html
+    assert "reactive HPA, cost-matched" in html
+    assert "<script" not in html and "<link" not in html and "@import" not in html and "url(http" not in html
+    assert re.findall(r"https?://[^\"'\s<]+", html) == ["http://www.w3.org/2000/svg"] * 3 + ["http://backtest.invalid"]
+
+
+def test_the_table_is_printed(tmp_path, capsys):
+    assert main(["backtest", *BASE, "--out", str(tmp_path / "out")]) == 0
+    output = capsys.readouterr().out
+    for label in ("presage", "reactive HPA", "reactive HPA, cost-matched", "oracle", "under-prov %"):
+        assert label in output
+
+
+def test_a_scaler_yaml_with_overrides(tmp_path):
+    spec = tmp_path / "scaler.yaml"
+    spec.write_text(
+        "apiVersion: scaling.presage.sh/v1alpha1\nkind: PredictiveScaler\nmetadata: {name: web}\nspec:\n"
+        "  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        "  signal: {prometheus: {address: 'http://p:9090', query: q}, resolution: 10m}\n"
+        "  capacity: {perReplica: 20}\n  leadTime: {static: 10m}\n  policy: {maxReplicas: 100}\n"
+    )
+    backend = tmp_path / "backend.yaml"
+    backend.write_text("kind: ForecastBackend\nspec: {type: SeasonalNaive, seasonalNaive: {season: 24h}}\n")
+    out = tmp_path / "out"
+    argv = [str(EXAMPLE), "--spec", str(spec), "--backend-spec", str(backend), "--interval", "15m"]
+    assert main(["backtest", *argv, "--target-quantile", "0.95", "--warmup", "2d", "--out", str(out)]) == 0
+    params = json.loads((out / "summary.json").read_text())["parameters"]
+    assert params["resolution"] == "10m"
+    assert params["interval"] == "15m"
+    assert params["lead_time"] == "10m"
+    assert params["target_quantile"] == 0.95
+    assert params["model"] == "seasonal-naive/24hx3"
+    with (out / "decisions.csv").open() as handle:
+        steps = [int(row["step"]) for row in csv.DictReader(handle)]
+    assert steps[:3] == [2, 5, 8]  # the first complete 10m point, then every 15m
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([str(EXAMPLE), "--lead-time", "5m"], "--per-replica and --lead-time are required"),
+        (["missing.csv", "--per-replica", "1", "--lead-time", "5m"], "missing.csv"),
+        ([str(EXAMPLE), "--per-replica", "1", "--lead-time", "5m", "--warmup", "30d"], "warm-up"),
+        ([str(EXAMPLE), "--per-replica", "1", "--lead-time", "5m", "--target-quantile", "0.3"], "scaleDownQuantile"),
+        (["--per-replica", "1", "--lead-time", "5m"], "give a TRACE file"),
+    ],
+)
+def test_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    assert main(["backtest", *argv, "--no-progress", "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_progress_bar_draws_after_its_delay(monkeypatch):
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    stream = io.StringIO()
+    with ProgressBar(stream) as bar:
+        bar("presage", 128, 256)
+        bar("presage", 256, 256)
+    text = stream.getvalue()
+    assert "presage" in text and "100%" in text and "256/256" in text and text.endswith("\n")
+    quiet = io.StringIO()
+    with ProgressBar(quiet, enabled=False) as bar:
+        bar("presage", 256, 256)
+    assert quiet.getvalue() == ""
+
+
+def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch):
+    first = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+
+    class FakeClient:
+        def __init__(self, address: str) -> None:
+            self.address = address
+
+        async def __aenter__(self) -> FakeClient:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> SampledSeries:
+            return SampledSeries(values=np.array([1.0, 2.0]), step=step, start=first, gap_steps=0)
+
+    monkeypatch.setattr(trace, "PrometheusClient", FakeClient)
+    loaded = asyncio.run(load_prometheus("http://p:9090", "q", first, first, timedelta(minutes=1)))
+    assert loaded.start == datetime(2026, 1, 1, tzinfo=UTC)
+    assert loaded.values.tolist() == [1.0, 2.0]
+    assert loaded.source == "http://p:9090 q"
