@@ -7,11 +7,9 @@ with ``Default: <value>.`` when it has a default; empty trailing cells are dropp
 
 from __future__ import annotations
 
-from presage_scaler.api.introspect import FieldView, TypeView, fields_of, type_description
+from presage_scaler.api.introspect import SCALAR_TYPES, FieldView, TypeView, fields_of, type_description
 from presage_scaler.api.schema import APIModel
 from presage_scaler.api.types import GROUP, KINDS, VERSION
-
-_SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 def doc_type(view: TypeView) -> str:
@@ -24,7 +22,7 @@ def doc_type(view: TypeView) -> str:
         return f"[]{doc_type(view.item)}"
     if view.is_map or view.model is not None:
         return "object"
-    return _SCALARS[view.base]
+    return SCALAR_TYPES[view.base]
 
 
 def _row(field: FieldView) -> str:

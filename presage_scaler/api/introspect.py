@@ -13,6 +13,9 @@ from pydantic_core import PydanticUndefined
 
 from presage_scaler.api.schema import APIModel, Extra, Wire, field_extra
 
+SCALAR_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+"""Python scalar types and the OpenAPI (and reference) type names they travel as."""
+
 
 def type_description(model: type[APIModel]) -> str:
     """A model's docstring as one paragraph: the type description the reference prints."""
