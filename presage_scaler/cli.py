@@ -9,6 +9,7 @@ from pathlib import Path
 
 from presage_scaler.api.generated import stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
+from presage_scaler.controller import command as run_command
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backtest_command.add_arguments(backtest)
     backtest.set_defaults(func=_cmd_backtest)
+
+    run = commands.add_parser(
+        "run", help="run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"
+    )
+    run_command.add_arguments(run)
+    run.set_defaults(func=run_command.run)
     return parser
 
 

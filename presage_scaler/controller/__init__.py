@@ -1,0 +1,1 @@
+"""The Kubernetes edges around the evaluator: watch, evaluate, write status, elect a leader."""

@@ -1,0 +1,187 @@
+"""``presage run``: the whole scaler process — watches, leader election, controllers, servers.
+
+Every replica watches PredictiveScalers, ForecastBackends and ScaledObjects and serves gRPC from
+its store; only the Lease holder evaluates, probes and writes status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
+from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
+from presage_scaler.controller.scalers import PREDICTIVE_SCALERS, ScalerController
+from presage_scaler.grpc_server import ScalerServer, TLSConfig, serve
+from presage_scaler.kube import config as kube_config
+from presage_scaler.kube.client import KubeClient
+from presage_scaler.kube.events import EventRecorder
+from presage_scaler.kube.informer import Informer
+from presage_scaler.kube.leader import LeaderElector
+from presage_scaler.prometheus import PrometheusClientPool
+from presage_scaler.store import RecommendationStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """Everything ``presage run`` is configured with (flags map one to one)."""
+
+    kubeconfig: Path | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    grpc_port: int = 9090
+    grpc_host: str = "[::]"
+    grpc_tls: TLSConfig | None = None
+    leader_elect: bool = True
+    lease_namespace: str | None = None  # default: the pod's namespace (or the kubeconfig context's)
+    lease_name: str = "presage-scaler"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    concurrency: int = 32
+    probe_period: float = 30.0
+    prometheus_timeout: float = 10.0
+
+
+@dataclass
+class RunningController:
+    """Handles on a started process, for tests and the CLI."""
+
+    options: ControllerOptions
+    client: KubeClient
+    store: RecommendationStore
+    scalers: ScalerController
+    backends: BackendController
+    elector: LeaderElector | None
+    grpc: ScalerServer
+    scaler_informer: Informer
+    backend_informer: Informer
+    triggers: KubeScaledObjectTriggers
+    crashed: asyncio.Event  # set when a component died; the process should exit non-zero
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    @property
+    def synced(self) -> bool:
+        return self.scaler_informer.synced and self.backend_informer.synced
+
+
+@contextlib.asynccontextmanager
+async def running(options: ControllerOptions) -> AsyncIterator[RunningController]:
+    """Start everything; on exit stop the servers, release the Lease and close clients."""
+    config = kube_config.load(options.kubeconfig, options.context)
+    namespaces = list(options.namespaces) or None
+    async with KubeClient(config) as client, httpx.AsyncClient() as http:
+        store = RecommendationStore()
+        prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
+        elector: LeaderElector | None = None
+
+        def leading() -> bool:
+            return elector is None or elector.is_leader
+
+        backends = BackendController(client, http, probe_period=options.probe_period, leading=leading)
+        scalers = ScalerController(
+            client,
+            store,
+            backends,
+            prometheus,
+            EventRecorder(client, host=options.identity),
+            concurrency=options.concurrency,
+            leading=leading,
+        )
+        if options.leader_elect:
+            elector = LeaderElector(
+                client,
+                options.lease_namespace or config.namespace,
+                options.lease_name,
+                options.identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+                on_change=scalers.on_leadership,
+            )
+        scaler_informer = Informer(client, PREDICTIVE_SCALERS, scalers.on_event, namespaces)
+        backend_informer = Informer(client, FORECAST_BACKENDS, backends.on_event)
+        triggers = KubeScaledObjectTriggers(client, namespaces)
+        grpc = await serve(store, triggers, port=options.grpc_port, host=options.grpc_host, tls=options.grpc_tls)
+        tasks = [
+            asyncio.create_task(coro, name=name)
+            for name, coro in (
+                ("backend-informer", backend_informer.run()),
+                ("scaler-informer", scaler_informer.run()),
+                ("scaledobject-informer", triggers.run()),
+                ("backend-controller", backends.run()),
+                ("scaler-controller", scalers.run()),
+            )
+        ]
+        if elector is not None:
+            tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
+        crashed = asyncio.Event()
+
+        def watch_task(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                log.critical("component %s crashed", task.get_name(), exc_info=task.exception())
+                crashed.set()
+
+        for task in tasks:
+            task.add_done_callback(watch_task)
+        log.info(
+            "presage-scaler started identity=%s namespaces=%s grpc_port=%d leader_elect=%s",
+            options.identity,
+            ",".join(namespaces or ["*"]),
+            grpc.port,
+            options.leader_elect,
+        )
+        try:
+            yield RunningController(
+                options,
+                client,
+                store,
+                scalers,
+                backends,
+                elector,
+                grpc,
+                scaler_informer,
+                backend_informer,
+                triggers,
+                crashed,
+            )
+        finally:
+            await grpc.stop(grace=2.0)
+            for task in reversed(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await prometheus.aclose()
+
+
+async def run_until_signalled(options: ControllerOptions) -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or a component crash (exit 1), shutting down cleanly either way.
+
+    A clean shutdown releases the Lease, so a standby replica takes over at once.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with running(options) as app:
+        stopped, crashed = asyncio.create_task(stop.wait()), asyncio.create_task(app.crashed.wait())
+        await asyncio.wait({stopped, crashed}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        crashed.cancel()
+    log.info("presage-scaler stopped pid=%d crashed=%s", os.getpid(), app.crashed.is_set())
+    return 1 if app.crashed.is_set() else 0

@@ -1,0 +1,182 @@
+"""The ForecastBackend controller: one live backend per object, probed on a period, status written.
+
+SeasonalNaive runs in-process and is always ready. A TimesFM backend is probed over HTTP
+(``GET /v1/model`` on the forecaster); the model it reports lands in ``status.model``. Scalers
+look their backend up here: a missing backend, or one whose last probe failed, makes the scaler
+Degraded with that reason instead of spending its evaluation on a call that will time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+import httpx
+
+from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.types import ForecastBackendSpec, ForecastBackendStatus
+from presage_scaler.backends.base import Backend, BackendError
+from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
+from presage_scaler.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
+
+log = logging.getLogger(__name__)
+
+FORECAST_BACKENDS = Resource("scaling.presage.sh", "v1alpha1", "forecastbackends", False, "ForecastBackend")
+
+
+class ProbedBackend(Backend, Protocol):
+    async def probe(self) -> str | None:
+        """Check the backend answers; return the model it reports. Raises BackendError."""
+        ...
+
+
+class InProcessSeasonalNaive(SeasonalNaive):
+    """SeasonalNaive with the probe every backend has: nothing to reach, so always ready."""
+
+    async def probe(self) -> str | None:
+        return self.identity.model
+
+
+def build_backend(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient) -> ProbedBackend:
+    """The live backend a ForecastBackend spec describes."""
+    if spec.type == "TimesFM":
+        from presage_scaler.backends.timesfm import TimesFMBackend
+
+        assert spec.times_fm is not None  # enforced by the API rules
+        return TimesFMBackend(name, spec.times_fm, http)
+    settings = spec.seasonal_naive_or_default
+    return InProcessSeasonalNaive(season=settings.season, cycles=settings.cycles)
+
+
+@dataclass
+class BackendEntry:
+    """One ForecastBackend as the controller knows it."""
+
+    obj: JSON
+    generation: int
+    backend: ProbedBackend | None
+    problem: tuple[str, str] | None = None  # (reason, message) while not usable
+    model: str | None = None
+    probed_generation: int | None = None
+    probe_task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def ready(self) -> bool:
+        return self.backend is not None and self.problem is None and self.probed_generation == self.generation
+
+
+class BackendUnusable(Exception):
+    """Why a scaler cannot use its backend right now: a condition reason and message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class BackendController:
+    """Keeps :class:`BackendEntry` per ForecastBackend, probes them, writes their status when leading."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        http: httpx.AsyncClient,
+        *,
+        probe_period: float = 30.0,
+        leading: Callable[[], bool] = lambda: True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._client = client
+        self._http = http
+        self._probe_period = probe_period
+        self._leading = leading
+        self._clock = clock
+        self.entries: dict[str, BackendEntry] = {}
+        self._wake = asyncio.Event()
+
+    def backend_for(self, name: str) -> Backend:
+        """The usable backend called ``name``, or :class:`BackendUnusable` saying why not."""
+        entry = self.entries.get(name)
+        if entry is None:
+            raise BackendUnusable("BackendNotFound", f"ForecastBackend {name!r} does not exist")
+        if entry.backend is None or entry.problem is not None:
+            reason, message = entry.problem or ("BackendNotReady", "not probed yet")
+            raise BackendUnusable(reason, f"ForecastBackend {name!r}: {message}")
+        if entry.probed_generation is None:
+            raise BackendUnusable("BackendNotReady", f"ForecastBackend {name!r} has not been probed yet")
+        return entry.backend
+
+    async def on_event(self, kind: str, obj: JSON) -> None:
+        """Informer handler."""
+        name = obj["metadata"]["name"]
+        if kind == "delete":
+            self.entries.pop(name, None)
+            return
+        generation = int(obj["metadata"].get("generation") or 0)
+        entry = self.entries.get(name)
+        if entry is not None and entry.generation == generation:
+            entry.obj = obj
+            return
+        try:
+            spec = parse(ForecastBackendSpec, obj.get("spec") or {})
+        except SpecError as exc:
+            self.entries[name] = BackendEntry(obj, generation, None, ("InvalidSpec", str(exc)))
+        else:
+            self.entries[name] = BackendEntry(obj, generation, build_backend(name, spec, self._http))
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Probe every backend each period, and at once after a spec change."""
+        while True:
+            await asyncio.gather(*(self._probe(entry) for entry in list(self.entries.values())))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._probe_period)
+
+    async def _probe(self, entry: BackendEntry) -> None:
+        if entry.backend is not None:
+            try:
+                entry.model = await entry.backend.probe()
+                entry.problem = None
+            except BackendError as exc:
+                entry.problem = (exc.reason, str(exc))
+            entry.probed_generation = entry.generation
+        if self._leading():
+            await self._write_status(entry)
+
+    async def _write_status(self, entry: BackendEntry) -> None:
+        now = self._clock()
+        name = entry.obj["metadata"]["name"]
+        current = ForecastBackendStatus.model_validate(entry.obj.get("status") or {})
+        if entry.problem is None:
+            updates = [
+                ConditionUpdate(READY, "True", "ProbeSucceeded", f"backend answered; model {entry.model}"),
+                ConditionUpdate(DEGRADED, "False", "ProbeSucceeded", ""),
+            ]
+        else:
+            reason, message = entry.problem
+            updates = [
+                ConditionUpdate(READY, "False", reason, message),
+                ConditionUpdate(DEGRADED, "True", reason, message),
+            ]
+        status = ForecastBackendStatus(
+            conditions=merge_conditions(current.conditions, updates, entry.generation, now),
+            last_probe_time=now,
+            model=entry.model if entry.problem is None else current.model,
+            observed_generation=entry.generation,
+        )
+        patch = {"status": status.model_dump(by_alias=True, exclude_none=True, mode="json")}
+        try:
+            updated = await self._client.merge_patch(FORECAST_BACKENDS, None, name, patch, "status")
+        except NotFound:
+            return
+        except ApiError as exc:
+            log.warning("backend status not written backend=%s error=%s", name, exc)
+            return
+        entry.obj = updated

@@ -1,0 +1,69 @@
+"""``presage run``: flags for the scaler process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from presage_scaler.controller.app import ControllerOptions, run_until_signalled
+from presage_scaler.grpc_server import TLSConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    parser.add_argument(
+        "--namespaces", default="", help="comma-separated namespaces to watch (default: all namespaces)"
+    )
+    parser.add_argument("--grpc-port", type=int, default=9090, help="KEDA external scaler port (default: 9090)")
+    parser.add_argument("--grpc-tls-cert", type=Path, help="PEM server certificate for gRPC TLS")
+    parser.add_argument("--grpc-tls-key", type=Path, help="PEM private key for gRPC TLS")
+    parser.add_argument("--grpc-client-ca", type=Path, help="PEM CA that client certificates must chain to (mTLS)")
+    parser.add_argument(
+        "--leader-elect", action=argparse.BooleanOptionalAction, default=True, help="campaign for a Lease"
+    )
+    parser.add_argument("--lease-namespace", help="namespace of the Lease (default: the pod's namespace)")
+    parser.add_argument("--lease-name", default="presage-scaler", help="name of the Lease (default: presage-scaler)")
+    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (default: 15)")
+    parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (default: 10)")
+    parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (default: 2)")
+    parser.add_argument("--identity", help="leader election identity (default: hostname plus a random suffix)")
+    parser.add_argument("--concurrency", type=int, default=32, help="evaluations in flight at once (default: 32)")
+    parser.add_argument("--probe-period", type=float, default=30.0, help="ForecastBackend probe period, seconds")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default: INFO)")
+
+
+def options_from(args: argparse.Namespace) -> ControllerOptions:
+    tls = None
+    if args.grpc_tls_cert or args.grpc_tls_key:
+        if not (args.grpc_tls_cert and args.grpc_tls_key):
+            raise SystemExit("presage run: --grpc-tls-cert and --grpc-tls-key go together")
+        tls = TLSConfig.from_files(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca)
+    elif args.grpc_client_ca:
+        raise SystemExit("presage run: --grpc-client-ca needs --grpc-tls-cert and --grpc-tls-key")
+    extra = {"identity": args.identity} if args.identity else {}
+    return ControllerOptions(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespaces=tuple(n.strip() for n in args.namespaces.split(",") if n.strip()),
+        grpc_port=args.grpc_port,
+        grpc_tls=tls,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.lease_namespace,
+        lease_name=args.lease_name,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        concurrency=args.concurrency,
+        probe_period=args.probe_period,
+        **extra,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+    )
+    return asyncio.run(run_until_signalled(options_from(args)))

@@ -1,0 +1,61 @@
+"""Current replicas of a scale target: the scale subresource, or an Agones Fleet's status.
+
+The scale subresource is what the HPA itself reads (``spec.replicas`` is the count the HPA compares
+against), so any kind that has one works without target-specific code. An agones.dev Fleet is
+never scaled through it by presage: Agones stays the single writer, and its ``status.replicas`` is
+the count the FleetAutoscaler reports.
+"""
+
+from __future__ import annotations
+
+from presage_scaler.api.types import ScaleTargetRef
+from presage_scaler.evaluator import EvaluationError
+from presage_scaler.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
+
+AGONES_GROUP = "agones.dev"
+
+
+def is_agones_fleet(target: ScaleTargetRef) -> bool:
+    return target.kind == "Fleet" and target.api_version.split("/")[0] == AGONES_GROUP
+
+
+def _int_at(obj: dict[str, object], *path: str) -> int | None:
+    value: object = obj
+    for step in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value if isinstance(value, int) else None
+
+
+class TargetReader:
+    """Reads current replicas; every failure is an :class:`EvaluationError` with a condition reason."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def current_replicas(self, namespace: str, target: ScaleTargetRef) -> int:
+        where = f"{target.kind} {namespace}/{target.name} ({target.api_version})"
+        try:
+            resource = await self._client.resource_for(target.api_version, target.kind)
+            if is_agones_fleet(target):
+                fleet = await self._client.get(resource, namespace, target.name)
+                replicas = _int_at(fleet, "status", "replicas")
+                if replicas is None:
+                    replicas = _int_at(fleet, "spec", "replicas")
+            else:
+                scale = await self._client.get(resource, namespace, target.name, "scale")
+                replicas = _int_at(scale, "spec", "replicas")
+        except NotFound as exc:
+            raise EvaluationError("TargetNotFound", f"scale target {where} not found: {exc.message}") from exc
+        except Forbidden as exc:
+            raise EvaluationError(
+                "TargetForbidden", f"presage may not read {where} (grant get on its scale subresource): {exc.message}"
+            ) from exc
+        except ApiUnavailable as exc:
+            raise EvaluationError("KubernetesUnavailable", f"reading {where}: {exc.message}") from exc
+        except ApiError as exc:
+            raise EvaluationError("TargetUnreadable", f"reading {where}: {exc}") from exc
+        if replicas is None:
+            raise EvaluationError("TargetUnreadable", f"{where} reports no replica count")
+        return replicas

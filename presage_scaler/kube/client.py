@@ -1,0 +1,238 @@
+"""Async Kubernetes REST calls over httpx: get, list, watch, create, merge-patch, discovery.
+
+Only what presage needs. Errors are a small hierarchy keyed by HTTP status so callers can react
+to exactly the cases that matter (404 missing, 409 conflict, 410 watch expired, 403 forbidden)
+and report the API server's own message otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from presage_scaler.kube.config import KubeConfig
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    """The API server refused a request; ``status`` is the HTTP code, ``reason`` its Status reason."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class Gone(ApiError):
+    """A watch or list continuation asked for a resourceVersion the server no longer keeps."""
+
+
+class Forbidden(ApiError):
+    pass
+
+
+class ApiUnavailable(ApiError):
+    """The API server could not be reached (connection refused, timeout, TLS failure)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "Unavailable", message)
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden}
+
+
+def error_from_status(status: int, body: Mapping[str, Any] | str) -> ApiError:
+    """The typed error for an HTTP status and a Kubernetes ``Status`` body (or raw text)."""
+    if isinstance(body, Mapping):
+        reason, message = str(body.get("reason") or ""), str(body.get("message") or body)
+    else:
+        reason, message = "", body[:500]
+    return _BY_STATUS.get(status, ApiError)(status, reason or str(status), message)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``group`` is "" for the core API; ``plural`` is the URL segment."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource is not None:
+                base += f"/{subresource}"
+        return base
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: JSON
+
+
+class _BearerFromConfig(httpx.Auth):
+    """Adds the bearer token, re-read per request so a rotated service-account token is picked up."""
+
+    def __init__(self, config: KubeConfig) -> None:
+        self._config = config
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        token = self._config.bearer_token()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
+class KubeClient:
+    """One connection pool to one API server; use as an async context manager or call :meth:`close`."""
+
+    def __init__(self, config: KubeConfig, *, timeout: float = 30.0, user_agent: str = "presage-scaler") -> None:
+        self.config = config
+        self._http = httpx.AsyncClient(
+            base_url=config.server,
+            verify=config.ssl_context(),
+            auth=_BearerFromConfig(config),
+            timeout=timeout,
+            headers={"User-Agent": user_agent, "Accept": "application/json"},
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        )
+        self._discovered: dict[tuple[str, str], Resource] = {}
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: JSON | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """One request; returns the decoded JSON body or raises a typed :class:`ApiError`."""
+        headers = {"Content-Type": content_type} if body is not None else None
+        content = json.dumps(body).encode() if body is not None else None
+        try:
+            response = await self._http.request(method, path, params=params, content=content, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ApiUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                decoded: Mapping[str, Any] | str = response.json()
+            except ValueError:
+                decoded = response.text
+            raise error_from_status(response.status_code, decoded)
+        return response.json() if response.content else {}
+
+    async def get(self, resource: Resource, namespace: str | None, name: str, subresource: str | None = None) -> JSON:
+        return await self.request("GET", resource.path(namespace, name, subresource))
+
+    async def list(
+        self, resource: Resource, namespace: str | None = None, *, params: Mapping[str, str] | None = None
+    ) -> JSON:
+        """A full list (the API server pages only when asked to; presage's object counts are small)."""
+        return await self.request("GET", resource.path(namespace), params=params)
+
+    async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
+        return await self.request("POST", resource.path(namespace), body=body)
+
+    async def replace(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
+        return await self.request("PUT", resource.path(namespace, name), body=body)
+
+    async def merge_patch(
+        self, resource: Resource, namespace: str | None, name: str, patch: JSON, subresource: str | None = None
+    ) -> JSON:
+        """JSON merge patch; include ``metadata.resourceVersion`` in it to make it conditional (409 on change)."""
+        return await self.request(
+            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH
+        )
+
+    async def watch(
+        self, resource: Resource, namespace: str | None, resource_version: str, *, timeout_seconds: int = 300
+    ) -> AsyncIterator[WatchEvent]:
+        """Stream changes after ``resource_version`` until the server ends the watch.
+
+        Raises :class:`Gone` when that version has been compacted away: the caller must list again.
+        """
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        timeout = httpx.Timeout(10.0, read=timeout_seconds + 30.0)
+        try:
+            async with self._http.stream("GET", resource.path(namespace), params=params, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    text = (await response.aread()).decode(errors="replace")
+                    try:
+                        body: Mapping[str, Any] | str = json.loads(text)
+                    except ValueError:
+                        body = text
+                    raise error_from_status(response.status_code, body)
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise error_from_status(int(status.get("code") or 500), status)
+                    yield WatchEvent(type=event["type"], object=event["object"])
+        except httpx.HTTPError as exc:
+            raise ApiUnavailable(f"watch {resource.path(namespace)}: {type(exc).__name__}: {exc}") from exc
+
+    async def resource_for(self, api_version: str, kind: str) -> Resource:
+        """The REST resource serving ``kind`` in ``api_version``, from discovery (cached)."""
+        key = (api_version, kind)
+        if key not in self._discovered:
+            group, _, version = api_version.rpartition("/")
+            path = f"/apis/{api_version}" if group else f"/api/{version}"
+            listing = await self.request("GET", path)
+            resources = listing.get("resources", [])
+            for entry in resources:
+                if entry.get("kind") == kind and "/" not in entry.get("name", ""):
+                    self._discovered[key] = Resource(group, version, entry["name"], bool(entry.get("namespaced")), kind)
+                    break
+            else:
+                raise NotFound(404, "NotFound", f"the API server serves no kind {kind} in {api_version}")
+        return self._discovered[key]
+
+    async def has_subresource(self, resource: Resource, subresource: str) -> bool:
+        """Whether discovery lists ``<plural>/<subresource>`` for this resource."""
+        listing = await self.request("GET", resource.path().rsplit("/", 1)[0])
+        wanted = f"{resource.plural}/{subresource}"
+        return any(entry.get("name") == wanted for entry in listing.get("resources", []))

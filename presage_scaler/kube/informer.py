@@ -1,0 +1,130 @@
+"""List-then-watch caches of one resource kind, resilient to watch expiry and API server restarts.
+
+The pattern every Kubernetes controller uses: list to get a consistent snapshot and its
+resourceVersion, then watch from there. A watch that ends normally resumes from the last version
+seen (bookmarks keep it current); ``410 Gone`` means that version was compacted away, so the cache
+relists and reports the difference (including objects deleted while we were not watching); any
+other failure (API server down, restarting) backs off and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from presage_scaler.kube.client import JSON, ApiError, Gone, KubeClient, Resource
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+Handler = Callable[[str, JSON], Awaitable[None]]
+"""Called with ("upsert" | "delete", object) for every change, in order, per informer."""
+
+
+def key_of(obj: JSON) -> Key:
+    meta = obj.get("metadata", {})
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Informer:
+    """A cache of ``resource`` in ``namespaces`` (``None``: all namespaces), kept current by watching."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        handler: Handler,
+        namespaces: Sequence[str] | None = None,
+        *,
+        watch_timeout: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self._client = client
+        self.resource = resource
+        self._handler = handler
+        self._namespaces: Sequence[str | None] = list(namespaces) if namespaces else [None]
+        self._watch_timeout = watch_timeout
+        self._max_backoff = max_backoff
+        self.cache: dict[Key, JSON] = {}
+        self._synced = [asyncio.Event() for _ in self._namespaces]
+        self.relists = 0  # how many times a list had to be (re)done; visible for tests and logs
+
+    @property
+    def synced(self) -> bool:
+        return all(event.is_set() for event in self._synced)
+
+    async def wait_synced(self) -> None:
+        for event in self._synced:
+            await event.wait()
+
+    def get(self, namespace: str, name: str) -> JSON | None:
+        return self.cache.get((namespace, name))
+
+    async def run(self) -> None:
+        """Run until cancelled: one list+watch loop per configured namespace."""
+        async with asyncio.TaskGroup() as group:
+            for index, namespace in enumerate(self._namespaces):
+                group.create_task(self._run_namespace(index, namespace))
+
+    async def _run_namespace(self, index: int, namespace: str | None) -> None:
+        backoff = 0.5
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    version = await self._relist(namespace)
+                    self._synced[index].set()
+                async for event in self._client.watch(
+                    self.resource, namespace, version, timeout_seconds=self._watch_timeout
+                ):
+                    version = event.object.get("metadata", {}).get("resourceVersion", version)
+                    if event.type != "BOOKMARK":
+                        await self._apply(event.type, event.object)
+                backoff = 0.5
+            except Gone:
+                log.info("watch expired resource=%s namespace=%s; relisting", self.resource.plural, namespace)
+                version = None
+            except ApiError as exc:
+                log.warning(
+                    "watch failed resource=%s namespace=%s error=%s; retrying in %.1fs",
+                    self.resource.plural,
+                    namespace,
+                    exc,
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+
+    async def _relist(self, namespace: str | None) -> str:
+        listing = await self._client.list(self.resource, namespace)
+        self.relists += 1
+        kind = self.resource.kind or listing.get("kind", "").removesuffix("List")
+        api_version = listing.get("apiVersion", self.resource.api_version)
+        fresh = {}
+        for item in listing.get("items", []):
+            # List items carry no kind/apiVersion; handlers expect whole objects.
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+            fresh[key_of(item)] = item
+        in_scope = [k for k in self.cache if namespace is None or k[0] == namespace]
+        for key in in_scope:
+            if key not in fresh:
+                await self._apply("DELETED", self.cache[key])
+        for item in fresh.values():
+            await self._apply("MODIFIED", item)
+        return str(listing.get("metadata", {}).get("resourceVersion", ""))
+
+    async def _apply(self, event_type: str, obj: JSON) -> None:
+        key = key_of(obj)
+        if event_type == "DELETED":
+            self.cache.pop(key, None)
+            await self._handler("delete", obj)
+            return
+        previous = self.cache.get(key)
+        if previous is not None and previous["metadata"].get("resourceVersion") == obj["metadata"].get(
+            "resourceVersion"
+        ):
+            return  # a relist re-reporting what we already have
+        self.cache[key] = obj
+        await self._handler("upsert", obj)

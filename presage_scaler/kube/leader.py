@@ -1,0 +1,161 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, the way Kubernetes' own controllers do it.
+
+The leader renews ``spec.renewTime`` every ``retry_period``. A candidate takes the Lease only once
+it has watched the record stay unchanged for a full ``lease_duration`` on its *own* clock (so clock
+skew between nodes does not matter), and every write is conditional on the resourceVersion it read,
+so two candidates can never both win. A leader that cannot renew within ``renew_deadline`` steps
+down before anyone else may take over. On a clean shutdown the leader releases the Lease so a
+standby takes over at once instead of waiting out the duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
+
+log = logging.getLogger(__name__)
+
+LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
+
+
+def _micro_time(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Campaign for one Lease; :attr:`is_leader` is true only while this process holds it."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        if not retry_period < renew_deadline < lease_duration:
+            raise ValueError("need retry_period < renew_deadline < lease_duration")
+        self._client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._clock = clock
+        self._on_change = on_change
+        self._leading = asyncio.Event()
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0  # monotonic time that record was first seen
+        self._last_renewed = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    async def wait_leading(self) -> None:
+        await self._leading.wait()
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading != self.is_leader:
+            (self._leading.set if leading else self._leading.clear)()
+            log.info(
+                "leader election lease=%s/%s identity=%s leading=%s", self.namespace, self.name, self.identity, leading
+            )
+            if self._on_change is not None:
+                self._on_change(leading)
+
+    async def run(self) -> None:
+        """Campaign and renew until cancelled; on cancellation release the Lease if held."""
+        try:
+            while True:
+                try:
+                    acquired = await self._try_acquire_or_renew()
+                except ApiError as exc:
+                    log.warning("leader election lease=%s/%s error=%s", self.namespace, self.name, exc)
+                    acquired = False
+                now = time.monotonic()
+                if acquired:
+                    self._last_renewed = now
+                    self._set_leading(True)
+                elif self.is_leader:
+                    lost = self._observed is not None and self._observed[0] != self.identity
+                    if lost or now - self._last_renewed > self.renew_deadline:
+                        self._set_leading(False)
+                await asyncio.sleep(self.retry_period)
+        finally:
+            if self.is_leader:
+                self._set_leading(False)
+                await asyncio.shield(self._release())
+
+    def _spec(self, acquire_time: str, transitions: int) -> JSON:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": acquire_time,
+            "renewTime": _micro_time(self._clock()),
+            "leaseTransitions": transitions,
+        }
+
+    async def _try_acquire_or_renew(self) -> bool:
+        try:
+            lease = await self._client.get(LEASES, self.namespace, self.name)
+        except NotFound:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(_micro_time(self._clock()), 0),
+            }
+            try:
+                await self._client.create(LEASES, self.namespace, body)
+            except Conflict:
+                return False
+            self._observed = (self.identity, body["spec"]["renewTime"])
+            self._observed_at = time.monotonic()
+            return True
+        spec = lease.get("spec", {})
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime") or "")
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        held_by_other = holder and holder != self.identity
+        expired = time.monotonic() - self._observed_at > float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if held_by_other and not expired:
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            acquire_time = spec.get("acquireTime") or _micro_time(self._clock())
+        else:
+            acquire_time, transitions = _micro_time(self._clock()), transitions + 1
+        lease["spec"] = self._spec(acquire_time, transitions)
+        try:
+            updated = await self._client.replace(LEASES, self.namespace, self.name, lease)
+        except Conflict:
+            return False
+        self._observed = (self.identity, updated["spec"]["renewTime"])
+        self._observed_at = time.monotonic()
+        return True
+
+    async def _release(self) -> None:
+        """Clear the holder so a standby need not wait out the lease duration."""
+        try:
+            lease = await self._client.get(LEASES, self.namespace, self.name)
+            if lease.get("spec", {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = ""
+            lease["spec"]["leaseDurationSeconds"] = 1
+            await self._client.replace(LEASES, self.namespace, self.name, lease)
+            log.info("released lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
+        except ApiError as exc:
+            log.warning("could not release lease=%s/%s error=%s", self.namespace, self.name, exc)

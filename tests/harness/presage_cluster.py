@@ -1,0 +1,99 @@
+"""Helpers for tests that run presage against the real API server: CRDs, objects, waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.harness.kube import KubeControlPlane
+
+REPO = Path(__file__).resolve().parents[2]
+CRDS = ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh")
+
+
+def install_crds(plane: KubeControlPlane) -> None:
+    plane.kubectl("apply", "-f", str(REPO / "crds"))
+    for crd in CRDS:
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+
+
+def apply(plane: KubeControlPlane, obj: dict[str, Any], namespace: str | None = None) -> None:
+    args = ["apply", "-f", "-"] + (["-n", namespace] if namespace else [])
+    plane.kubectl(*args, input=json.dumps(obj))
+
+
+def get(plane: KubeControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+    return json.loads(plane.kubectl(*args).stdout)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+            },
+        },
+    }
+
+
+def seasonal_backend(name: str, season: str = "1h", cycles: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "scaling.presage.sh/v1alpha1",
+        "kind": "ForecastBackend",
+        "metadata": {"name": name},
+        "spec": {"type": "SeasonalNaive", "seasonalNaive": {"season": season, "cycles": cycles}},
+    }
+
+
+def predictive_scaler(name: str, target: str, address: str, query: str, backend: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "signal": {"prometheus": {"address": address, "query": query}, "history": "3h", "resolution": "1m"},
+        "capacity": {"perReplica": 10},
+        "leadTime": {"static": "2m"},
+        "interval": "15s",
+        "forecast": {"backendRef": backend},
+        "policy": {"maxReplicas": 100},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "scaling.presage.sh/v1alpha1",
+        "kind": "PredictiveScaler",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+async def eventually(
+    probe: Callable[[], Any], check: Callable[[Any], bool], timeout: float = 60.0, what: str = "condition"
+) -> Any:
+    """Poll ``probe`` (sync, run in a thread) until ``check`` holds; return the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await asyncio.to_thread(probe)
+        if check(last):
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value:\n{json.dumps(last)[:3000]}")

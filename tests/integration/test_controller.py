@@ -1,0 +1,128 @@
+"""The controller against a real kube-apiserver and a real Prometheus: status, conditions, events."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from presage_scaler.controller.app import ControllerOptions, running
+from tests.harness.presage_cluster import (
+    apply,
+    condition,
+    deployment,
+    eventually,
+    get,
+    install_crds,
+    predictive_scaler,
+    seasonal_backend,
+    unique,
+)
+from tests.harness.prometheus import Series
+
+pytestmark = pytest.mark.integration
+
+PERIOD = 3600.0
+
+
+def demand(at: datetime) -> float:
+    return 100.0 + 50.0 * math.sin(2 * math.pi * at.timestamp() / PERIOD)
+
+
+def recent_samples(hours: float = 3.0) -> list[tuple[datetime, float]]:
+    """One sample a minute up to now, so the controller's wall clock sees fresh data."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = now - timedelta(hours=hours)
+    return [(start + timedelta(minutes=i), demand(start + timedelta(minutes=i))) for i in range(int(hours * 60) + 1)]
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_control_plane):
+    install_crds(kube_control_plane)
+    return kube_control_plane
+
+
+@pytest.fixture
+def backend_name(cluster):
+    name = unique("sn")
+    apply(cluster, seasonal_backend(name))
+    yield name
+    cluster.kubectl("delete", "forecastbackend", name, "--ignore-not-found", check=False)
+
+
+def options(plane, namespace: str, **extra) -> ControllerOptions:
+    return ControllerOptions(
+        kubeconfig=plane.kubeconfig,
+        namespaces=(namespace,),
+        grpc_port=0,
+        leader_elect=False,
+        probe_period=2.0,
+        **extra,
+    )
+
+
+async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace, backend_name, prometheus_factory):
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name), kube_namespace)
+
+    async with running(options(cluster, kube_namespace)) as app:
+        scaler = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
+            what="a recommendation in status",
+        )
+        status = scaler["status"]
+        assert status["currentReplicas"] == 3
+        assert status["observedGeneration"] == scaler["metadata"]["generation"]
+        assert status["breakdown"]["bindingSignal"] == "default"
+        assert status["lastForecast"]["backend"] == "SeasonalNaive"
+        assert status["lastForecast"]["leadTimeSeconds"] == 120
+        assert set(status["lastForecast"]["quantiles"]) == {"0.5", "0.9"}
+        [signal] = status["signalStatuses"]
+        assert signal["name"] == "default" and float(signal["observed"]) == pytest.approx(
+            demand(datetime.now(UTC)), abs=6.0
+        )
+        ready, degraded = condition(scaler, "Ready"), condition(scaler, "Degraded")
+        assert ready["status"] == "True" and ready["reason"] == "Recommended"
+        assert degraded["status"] == "False" and degraded["reason"] == "EvaluationSucceeded"
+        assert f"recommended {status['recommendedReplicas']} replicas" in ready["message"]
+        # The store every server reads is fed from that status.
+        stored = app.store.get(kube_namespace, "web")
+        assert stored is not None and stored.recommended_replicas == status["recommendedReplicas"]
+
+        backend = await eventually(
+            lambda: get(cluster, "forecastbackend", backend_name),
+            lambda o: condition(o, "Ready") is not None,
+            what="the backend probe",
+        )
+        assert backend["status"]["model"] == "seasonal-naive/1hx2"
+        assert condition(backend, "Ready")["status"] == "True"
+        assert backend["status"]["observedGeneration"] == backend["metadata"]["generation"]
+        assert backend["status"]["lastProbeTime"]
+
+        events = json.loads(cluster.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
+        reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "web"}
+        assert "RecommendationChanged" in reasons
+
+        # A spec change is evaluated at once, not an interval later.
+        patched = predictive_scaler(
+            "web", "web", prom.url, "app_demand", backend_name, policy={"maxReplicas": 100, "minReplicas": 40}
+        )
+        patched["spec"]["interval"] = "10m"
+        apply(cluster, patched, kube_namespace)
+        scaler = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") == 40,
+            timeout=20,
+            what="the new minReplicas to apply",
+        )
+        assert scaler["status"]["breakdown"]["constraint"] == "MinReplicas"
+        assert scaler["status"]["observedGeneration"] == scaler["metadata"]["generation"]
+
+    columns = cluster.kubectl("get", "predictivescalers", "-n", kube_namespace).stdout
+    header, row = columns.splitlines()[:2]
+    assert header.split()[:7] == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING"]
+    assert row.split()[:6] == ["web", "Shadow", "web", "3", row.split()[4], "40"]
