@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +81,12 @@ class RunningController:
         return self.scaler_informer.synced and self.backend_informer.synced
 
 
+async def _after(*steps: Coroutine[None, None, None]) -> None:
+    """Run coroutines one after another (scalers start once their backends are known and probed)."""
+    for step in steps:
+        await step
+
+
 @contextlib.asynccontextmanager
 async def running(options: ControllerOptions) -> AsyncIterator[RunningController]:
     """Start everything; on exit stop the servers, release the Lease and close clients."""
@@ -125,8 +131,11 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
                 ("backend-informer", backend_informer.run()),
                 ("scaler-informer", scaler_informer.run()),
                 ("scaledobject-informer", triggers.run()),
-                ("backend-controller", backends.run()),
-                ("scaler-controller", scalers.run()),
+                ("backend-controller", _after(backend_informer.wait_synced(), backends.run())),
+                (
+                    "scaler-controller",
+                    _after(backends.probed_once.wait(), scalers.run()),
+                ),
             )
         ]
         if elector is not None:

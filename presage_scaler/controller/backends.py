@@ -99,6 +99,7 @@ class BackendController:
         self._clock = clock
         self.entries: dict[str, BackendEntry] = {}
         self._wake = asyncio.Event()
+        self.probed_once = asyncio.Event()  # set after the first probe round; scalers wait for it
 
     def backend_for(self, name: str) -> Backend:
         """The usable backend called ``name``, or :class:`BackendUnusable` saying why not."""
@@ -135,6 +136,7 @@ class BackendController:
         """Probe every backend each period, and at once after a spec change."""
         while True:
             await asyncio.gather(*(self._probe(entry) for entry in list(self.entries.values())))
+            self.probed_once.set()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._probe_period)

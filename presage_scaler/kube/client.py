@@ -113,9 +113,17 @@ class _BearerFromConfig(httpx.Auth):
 class KubeClient:
     """One connection pool to one API server; use as an async context manager or call :meth:`close`."""
 
-    def __init__(self, config: KubeConfig, *, timeout: float = 30.0, user_agent: str = "presage-scaler") -> None:
+    def __init__(
+        self,
+        config: KubeConfig,
+        *,
+        timeout: float = 30.0,
+        user_agent: str = "presage-scaler",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
         self._http = httpx.AsyncClient(
+            transport=transport,
             base_url=config.server,
             verify=config.ssl_context(),
             auth=_BearerFromConfig(config),

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from presage_scaler.kube.client import JSON, ApiError, Gone, KubeClient, Resource
+from presage_scaler.kube.client import JSON, ApiError, Gone, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +76,27 @@ class Informer:
                 if version is None:
                     version = await self._relist(namespace)
                     self._synced[index].set()
+                started = time.monotonic()
                 async for event in self._client.watch(
                     self.resource, namespace, version, timeout_seconds=self._watch_timeout
                 ):
                     version = event.object.get("metadata", {}).get("resourceVersion", version)
                     if event.type != "BOOKMARK":
                         await self._apply(event.type, event.object)
-                backoff = 0.5
+                if time.monotonic() - started < 1.0:
+                    # A watch that ends at once (a proxy cutting streams) must not become a hot loop.
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self._max_backoff)
+                else:
+                    backoff = 0.5
+            except NotFound:
+                log.warning(
+                    "resource %s is not served (is its CRD installed?); retrying in %.1fs",
+                    self.resource.plural,
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
             except Gone:
                 log.info("watch expired resource=%s namespace=%s; relisting", self.resource.plural, namespace)
                 version = None

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.harness.kube import KubeControlPlane
+from tests.harness.kube import KubeControlPlane, KubeHarnessError
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh")
@@ -88,12 +88,19 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
 async def eventually(
     probe: Callable[[], Any], check: Callable[[Any], bool], timeout: float = 60.0, what: str = "condition"
 ) -> Any:
-    """Poll ``probe`` (sync, run in a thread) until ``check`` holds; return the last value."""
+    """Poll ``probe`` (sync, run in a thread) until ``check`` holds; return the last value.
+
+    A probe that fails with :class:`KubeHarnessError` (e.g. the object does not exist yet) counts as "not yet".
+    """
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = await asyncio.to_thread(probe)
-        if check(last):
-            return last
+        try:
+            last = await asyncio.to_thread(probe)
+        except KubeHarnessError as exc:
+            last = str(exc)
+        else:
+            if check(last):
+                return last
         await asyncio.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value:\n{json.dumps(last)[:3000]}")

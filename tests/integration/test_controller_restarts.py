@@ -1,0 +1,184 @@
+"""Restarts: of the API server under a running controller, of the controller itself, of the leader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from presage_scaler.controller.app import running
+from tests.harness.presage_cluster import (
+    REPO,
+    apply,
+    condition,
+    deployment,
+    eventually,
+    get,
+    predictive_scaler,
+)
+from tests.harness.prometheus import Series
+from tests.integration.test_controller import backend_name, cluster, options, recent_samples  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def _generated_at(obj) -> str | None:
+    return ((obj.get("status") or {}).get("lastForecast") or {}).get("generatedAt")
+
+
+async def test_apiserver_restart_mid_run(cluster, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="2s"), kube_namespace)
+
+    async with running(options(cluster, kube_namespace)):
+        before = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) is not None,
+            what="a first recommendation",
+        )
+        recommended = before["status"]["recommendedReplicas"]
+        cluster.restart_apiserver()
+        restarted_at = datetime.now().astimezone().isoformat()
+        after = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) is not None and _generated_at(o) > _generated_at(before),
+            what="evaluations to resume after the restart",
+        )
+        assert after["status"]["recommendedReplicas"] >= recommended
+        assert condition(after, "Degraded")["status"] == "False"
+        # The watch is live again: a spec change made after the restart is picked up at once.
+        changed = predictive_scaler(
+            "web",
+            "web",
+            prom.url,
+            "app_demand",
+            backend_name,
+            interval="10m",
+            policy={"maxReplicas": 100, "minReplicas": 60},
+        )
+        apply(cluster, changed, kube_namespace)
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") == 60,
+            timeout=30,
+            what=f"a spec change after the restart at {restarted_at} to be evaluated",
+        )
+
+
+async def test_scale_down_window_continues_across_controller_restart(
+    cluster,  # noqa: F811
+    kube_namespace,
+    backend_name,  # noqa: F811
+    prometheus_factory,
+):
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    # 90 replicas for ~100-150 units at 10 per replica: the forecast wants far fewer.
+    apply(cluster, deployment("web", 90), kube_namespace)
+    spec = predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="2s")
+    spec["spec"]["policy"] = {"maxReplicas": 100, "stabilization": {"scaleDownWindow": "1h"}}
+    spec["spec"]["policy"]["scaleDownUncertaintyGuard"] = {"enabled": False}
+    apply(cluster, spec, kube_namespace)
+
+    async with running(options(cluster, kube_namespace)):
+        first = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("scaleDownCandidateSince") is not None,
+            what="a scale-down window to open",
+        )
+    since = first["status"]["scaleDownCandidateSince"]
+    assert first["status"]["breakdown"]["constraint"] == "ScaleDownWindow"
+    assert first["status"]["recommendedReplicas"] == 90
+    time.sleep(1.1)  # status timestamps have one-second resolution
+
+    async with running(options(cluster, kube_namespace)):
+        later = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) > _generated_at(first),
+            what="an evaluation by the restarted controller",
+        )
+    assert later["status"]["scaleDownCandidateSince"] == since
+    assert later["status"]["breakdown"]["constraint"] == "ScaleDownWindow"
+
+
+def _start(plane, namespace: str, identity: str, log_path) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "presage_scaler.cli",
+        "run",
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--namespaces={namespace}",
+        "--grpc-port=0",
+        f"--lease-namespace={namespace}",
+        f"--identity={identity}",
+        "--lease-duration=4",
+        "--renew-deadline=3",
+        "--retry-period=0.5",
+        "--probe-period=2",
+    ]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))
+
+
+async def test_standby_takes_over_when_the_leader_is_killed(
+    cluster,  # noqa: F811
+    kube_namespace,
+    backend_name,  # noqa: F811
+    prometheus_factory,
+    tmp_path,
+):
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="1s"), kube_namespace)
+    processes = {name: _start(cluster, kube_namespace, name, tmp_path / f"{name}.log") for name in ("a", "b")}
+    try:
+        lease = await eventually(
+            lambda: get(cluster, "lease", "presage-scaler", kube_namespace),
+            lambda o: o["spec"].get("holderIdentity") in processes,
+            what="a leader",
+        )
+        leader = lease["spec"]["holderIdentity"]
+        standby = next(name for name in processes if name != leader)
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) is not None,
+            what="the leader's first recommendation",
+        )
+        processes[leader].send_signal(signal.SIGKILL)
+        processes[leader].wait(timeout=10)
+        killed = time.monotonic()
+        killed_iso = get(cluster, "predictivescaler", "web", kube_namespace)
+        lease = await eventually(
+            lambda: get(cluster, "lease", "presage-scaler", kube_namespace),
+            lambda o: o["spec"].get("holderIdentity") == standby,
+            timeout=20,
+            what="the standby to take the lease",
+        )
+        took_over = time.monotonic() - killed
+        assert took_over < 2 * 4 + 2, f"takeover took {took_over:.1f}s for a 4s lease"
+        assert lease["spec"]["leaseTransitions"] >= 1
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) > _generated_at(killed_iso),
+            timeout=20,
+            what="the new leader to evaluate",
+        )
+        assert processes[standby].poll() is None
+        # Only the leader evaluates: the standby's first evaluation comes after it took the lease.
+        logs = (tmp_path / f"{standby}.log").read_text()
+        evaluated = f"evaluated scaler={kube_namespace}/web"
+        assert "leading=True" in logs and evaluated in logs
+        assert logs.index("leading=True") < logs.index(evaluated)
+        assert evaluated in (tmp_path / f"{leader}.log").read_text()
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=20)
+    # A clean shutdown releases the lease for the next candidate.
+    assert get(cluster, "lease", "presage-scaler", kube_namespace)["spec"].get("holderIdentity", "") == ""

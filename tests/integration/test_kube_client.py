@@ -1,0 +1,55 @@
+"""The Kubernetes client against the real API server: typed errors, discovery, conditional writes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from presage_scaler.controller.scalers import PREDICTIVE_SCALERS
+from presage_scaler.kube import config as kube_config
+from presage_scaler.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
+from tests.harness.presage_cluster import apply, deployment
+from tests.integration.test_controller import cluster  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+CONFIG_MAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
+
+
+async def test_watch_from_a_compacted_version_is_gone(cluster):  # noqa: F811
+    async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
+        for _ in range(40):
+            try:
+                async for _ in client.watch(PREDICTIVE_SCALERS, None, "1"):
+                    pass
+            except ApiError as exc:
+                if exc.status == 429:  # the watch cache of freshly installed CRDs is still initialising
+                    await asyncio.sleep(0.25)
+                    continue
+                assert isinstance(exc, Gone), exc
+                return
+        pytest.fail("the watch cache never became ready")
+
+
+async def test_discovery_conditional_patch_and_not_found(cluster, kube_namespace):  # noqa: F811
+    apply(cluster, deployment("web", 4), kube_namespace)
+    async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
+        deployments = await client.resource_for("apps/v1", "Deployment")
+        assert deployments == Resource("apps", "v1", "deployments", True, "Deployment")
+        assert await client.has_subresource(deployments, "scale")
+        scale = await client.get(deployments, kube_namespace, "web", "scale")
+        assert scale["spec"]["replicas"] == 4
+        with pytest.raises(NotFound):
+            await client.resource_for("apps/v1", "Fleet")
+        with pytest.raises(NotFound):
+            await client.get(deployments, kube_namespace, "missing")
+
+        created = await client.create(CONFIG_MAPS, kube_namespace, {"metadata": {"name": "c"}, "data": {"k": "1"}})
+        version = created["metadata"]["resourceVersion"]
+        await client.merge_patch(CONFIG_MAPS, kube_namespace, "c", {"data": {"k": "2"}})
+        with pytest.raises(Conflict):  # the patch is conditional on a version that has moved on
+            await client.merge_patch(
+                CONFIG_MAPS, kube_namespace, "c", {"metadata": {"resourceVersion": version}, "data": {"k": "3"}}
+            )
+        assert (await client.get(CONFIG_MAPS, kube_namespace, "c"))["data"] == {"k": "2"}

@@ -1,0 +1,73 @@
+"""Informer logic over an in-memory transport: 410 relists and reports what was deleted meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from presage_scaler.kube.client import KubeClient, Resource
+from presage_scaler.kube.config import KubeConfig
+from presage_scaler.kube.informer import Informer
+
+THINGS = Resource("example.com", "v1", "things", True, "Thing")
+
+
+def thing(name: str, version: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
+
+
+class ScriptedServer:
+    """Answers lists and watches from a script, as the API server would in that situation."""
+
+    def __init__(self) -> None:
+        self.lists = [
+            {"metadata": {"resourceVersion": "10"}, "items": [thing("a", "5"), thing("b", "6")]},
+            {"metadata": {"resourceVersion": "30"}, "items": [thing("a", "25")]},
+        ]
+        self.watches = [
+            [
+                {"type": "ADDED", "object": thing("c", "11")},
+                {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old resource version"}},
+            ],
+        ]
+        self.watch_versions: list[str] = []
+        self.done = asyncio.Event()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch") == "1":
+            self.watch_versions.append(request.url.params["resourceVersion"])
+            if not self.watches:
+                self.done.set()
+                return httpx.Response(200, content=b"")
+            lines = "\n".join(json.dumps(e) for e in self.watches.pop(0)) + "\n"
+            return httpx.Response(200, content=lines.encode())
+        return httpx.Response(200, json=self.lists.pop(0))
+
+
+async def test_gone_relists_and_reports_deletions():
+    server = ScriptedServer()
+    seen: list[tuple[str, str, str]] = []
+
+    async def handler(kind: str, obj: dict) -> None:
+        seen.append((kind, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
+
+    client = KubeClient(KubeConfig(server="https://api.invalid"), transport=httpx.MockTransport(server))
+    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01)
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(server.done.wait(), 5)
+    task.cancel()
+    await client.close()
+
+    assert server.watch_versions[:2] == ["10", "30"]  # resumed from the relist's version
+    assert seen == [
+        ("upsert", "a", "5"),
+        ("upsert", "b", "6"),
+        ("upsert", "c", "11"),
+        ("delete", "b", "6"),  # gone while we were not watching
+        ("delete", "c", "11"),
+        ("upsert", "a", "25"),
+    ]
+    assert informer.relists == 2
+    assert set(informer.cache) == {("ns", "a")}
