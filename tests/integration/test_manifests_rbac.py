@@ -1,0 +1,117 @@
+"""manifests/ on the real API server, and the controller running with its ServiceAccount's own token.
+
+If the ClusterRole lacked a verb the controller needs, these evaluations, status writes, events or
+the Lease would fail with 403; if it granted more than it should, the forbidden calls below would
+succeed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import yaml
+
+from presage_scaler.controller.app import ControllerOptions, running
+from tests.harness.presage_cluster import REPO, apply, condition, deployment, eventually, get
+from tests.harness.prometheus import Series
+from tests.integration.test_controller import cluster, recent_samples  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def _example(name: str, namespace: str) -> dict:
+    documents = list(yaml.safe_load_all((REPO / "manifests" / "examples" / name).read_text()))
+    for doc in documents:
+        doc["metadata"]["namespace"] = namespace
+    return documents
+
+
+async def test_controller_runs_with_its_service_account(cluster, kube_namespace, prometheus_factory):  # noqa: F811
+    cluster.kubectl("apply", "-k", str(REPO / "manifests"))
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    token = cluster.service_account_token("presage-system", "presage-scaler")
+    kubeconfig = cluster.kubeconfig_for_token(token)
+
+    [scaler] = _example("shadow-scaler.yaml", kube_namespace)
+    scaler["spec"]["signal"] = {
+        "prometheus": {"address": prom.url, "query": "app_demand"},
+        "history": "3h",
+        "resolution": "1m",
+    }
+    scaler["spec"]["interval"] = "5s"
+    apply(cluster, deployment("checkout", 2), kube_namespace)
+    apply(cluster, scaler)
+    secret_data = {"token": base64.b64encode(b"t").decode()}
+    apply(
+        cluster,
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "prometheus-token"}, "data": secret_data},
+        kube_namespace,
+    )
+    with_token = json.loads(json.dumps(scaler))
+    with_token["metadata"]["name"] = "with-token"
+    with_token["spec"]["signal"]["prometheus"]["bearerTokenSecretRef"] = {"name": "prometheus-token", "key": "token"}
+    apply(cluster, with_token)
+
+    options = ControllerOptions(kubeconfig=kubeconfig, grpc_port=0, lease_namespace="presage-system", probe_period=2)
+    async with running(options) as app:
+        checkout = await eventually(
+            lambda: get(cluster, "predictivescaler", "checkout", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
+            what="the example scaler's recommendation, written with the ServiceAccount token",
+        )
+        assert app.leading
+        assert condition(checkout, "Ready")["status"] == "True"
+        assert checkout["status"]["currentReplicas"] == 2  # read through deployments/scale
+
+        # No Secret access until the namespace grants exactly that Secret.
+        denied = await eventually(
+            lambda: get(cluster, "predictivescaler", "with-token", kube_namespace),
+            lambda o: (condition(o, "Degraded") or {}).get("reason") == "SecretForbidden",
+            what="SecretForbidden without a Role",
+        )
+        assert "prometheus-token" in condition(denied, "Degraded")["message"]
+        for doc in _example("secret-reader-role.yaml", kube_namespace):
+            apply(cluster, doc)
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "with-token", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
+            timeout=90,
+            what="the scaler to recover once the Secret is granted (token cache expiry included)",
+        )
+
+        backend = await eventually(
+            lambda: get(cluster, "forecastbackend", "default"),
+            lambda o: condition(o, "Ready") is not None,
+            what="the default backend's status",
+        )
+        assert backend["status"]["model"] == "seasonal-naive/168hx3"
+        lease = get(cluster, "lease", "presage-scaler", "presage-system")
+        assert lease["spec"]["holderIdentity"] == options.identity
+        events = json.loads(cluster.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
+        assert any(e["reason"] == "RecommendationChanged" for e in events)
+
+    # Forbidden actions stay forbidden.
+    with cluster.http_client(token) as http:
+        assert http.get(f"/api/v1/namespaces/{kube_namespace}/secrets/other").status_code == 403
+        assert http.get("/api/v1/namespaces/kube-system/secrets").status_code == 403
+        assert http.get(f"/api/v1/namespaces/{kube_namespace}/secrets").status_code == 403
+        patch = http.patch(
+            f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/checkout/scale",
+            content=json.dumps({"spec": {"replicas": 9}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert patch.status_code == 403  # presage recommends; KEDA/HPA or Agones apply
+        spec_write = http.patch(
+            f"/apis/scaling.presage.sh/v1alpha1/namespaces/{kube_namespace}/predictivescalers/checkout",
+            content=json.dumps({"spec": {"mode": "Enforce"}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert spec_write.status_code == 403
+        # And what it needs is granted (the ServiceAccount's view of itself).
+        review = http.post(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            json={"spec": {"resourceAttributes": {"group": "keda.sh", "resource": "scaledobjects", "verb": "watch"}}},
+        )
+        assert review.json()["status"]["allowed"] is True
