@@ -37,6 +37,7 @@ import httpx
 import numpy as np
 
 from presage_scaler.backends.base import History
+from presage_scaler.httppool import POOL_LIMITS
 
 if TYPE_CHECKING:
     from presage_scaler.api.types import PrometheusQuery
@@ -204,6 +205,7 @@ class PrometheusClient:
             verify=not insecure_skip_verify,
             timeout=timeout,
             transport=transport,
+            limits=POOL_LIMITS,
         )
 
     @classmethod

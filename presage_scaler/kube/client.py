@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from presage_scaler.httppool import POOL_LIMITS
 from presage_scaler.kube.config import KubeConfig
 
 JSON = dict[str, Any]
@@ -129,7 +130,7 @@ class KubeClient:
             auth=_BearerFromConfig(config),
             timeout=timeout,
             headers={"User-Agent": user_agent, "Accept": "application/json"},
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            limits=POOL_LIMITS,
         )
         self._discovered: dict[tuple[str, str], Resource] = {}
 
