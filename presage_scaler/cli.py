@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from presage_scaler import scaledobject_command
 from presage_scaler.api.generated import stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
 from presage_scaler.controller import command as run_command
@@ -48,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_command.add_arguments(run)
     run.set_defaults(func=run_command.run)
+
+    scaledobject = commands.add_parser(
+        "scaledobject", help="print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage"
+    )
+    scaledobject_command.add_arguments(scaledobject)
+    scaledobject.set_defaults(func=scaledobject_command.run)
     return parser
 
 

@@ -90,6 +90,11 @@ class Informer:
                 else:
                     backoff = 0.5
             except NotFound:
+                # The resource itself is gone (CRD deleted or never installed): what we cached no
+                # longer exists, and we are not in sync with anything until it is served again.
+                await self._forget_scope(namespace)
+                self._synced[index].clear()
+                version = None
                 log.warning(
                     "resource %s is not served (is its CRD installed?); retrying in %.1fs",
                     self.resource.plural,
@@ -111,6 +116,10 @@ class Informer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff)
 
+    async def _forget_scope(self, namespace: str | None) -> None:
+        for key in [k for k in self.cache if namespace is None or k[0] == namespace]:
+            await self._apply("DELETED", self.cache[key])
+
     async def _relist(self, namespace: str | None) -> str:
         listing = await self._client.list(self.resource, namespace)
         self.relists += 1
@@ -122,10 +131,8 @@ class Informer:
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
             fresh[key_of(item)] = item
-        in_scope = [k for k in self.cache if namespace is None or k[0] == namespace]
-        for key in in_scope:
-            if key not in fresh:
-                await self._apply("DELETED", self.cache[key])
+        for key in [k for k in self.cache if (namespace is None or k[0] == namespace) and k not in fresh]:
+            await self._apply("DELETED", self.cache[key])
         for item in fresh.values():
             await self._apply("MODIFIED", item)
         return str(listing.get("metadata", {}).get("resourceVersion", ""))

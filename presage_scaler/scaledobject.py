@@ -1,0 +1,330 @@
+"""The KEDA ScaledObject that hands a PredictiveScaler's workload to presage: pure rendering, no I/O.
+
+``presage scaledobject`` (:mod:`presage_scaler.scaledobject_command`) reads the PredictiveScaler
+from the cluster and prints what :func:`render` returns. Field names follow KEDA's ScaledObject
+specification (``seeds/keda-scaledobject-spec.md``) and its external scaler (``enableTLS`` in the
+trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters, which
+KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a copy
+carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.types import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.keda import SCALER_KEY
+
+JSON = dict[str, Any]
+
+DEFAULT_SCALER_ADDRESS = "presage-scaler.presage-system.svc:9090"
+DEFAULT_FAILURE_THRESHOLD = 3
+POLLING_MIN_SECONDS = 5
+POLLING_MAX_SECONDS = 30  # KEDA's own default
+HPA_POLICY_PERIOD_SECONDS = 15  # the HPA's default sync period: one period per HPA decision
+FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
+# cert-manager's and kubernetes.io/tls Secrets' key names.
+TLS_SECRET_KEYS = {"caCert": "ca.crt", "tlsClientCert": "tls.crt", "tlsClientKey": "tls.key"}
+_DEFAULT_TARGET = ("apps/v1", "Deployment")
+
+
+class ScaledObjectError(Exception):
+    """This PredictiveScaler cannot be served through a ScaledObject as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class ScaledObjectOptions:
+    """What ``presage scaledobject`` lets the user choose; the defaults are the recommended setup."""
+
+    scaler_address: str = DEFAULT_SCALER_ADDRESS
+    name: str | None = None  # the ScaledObject's name; default: the PredictiveScaler's
+    polling_interval: int | None = None  # seconds; default: derived from the scaler's interval
+    hpa_tolerance: bool = True
+    fallback_failure_threshold: int = DEFAULT_FAILURE_THRESHOLD
+    fallback_replicas: int | None = None  # default: max(minReplicas, 1)
+    tls: bool = False
+    tls_secret: str | None = None  # Secret with ca.crt (and tls.crt/tls.key with tls_client_cert)
+    tls_client_cert: bool = False
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The manifests, the reasons to print above them, and warnings for the person running the command."""
+
+    documents: list[JSON]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def polling_interval_seconds(interval: timedelta) -> int:
+    """Half the evaluation interval, within [5 s, 30 s].
+
+    presage's value changes once per ``interval``, so polling faster buys nothing; half of it bounds
+    how long KEDA's own loop (activation from and to zero) lags a new recommendation. The cap is
+    KEDA's default, which also keeps error counting towards ``fallback`` prompt; the floor spares
+    KEDA pointless work on very short intervals. From one replica up the HPA polls on its own
+    15 s sync period anyway.
+    """
+    half = int(interval.total_seconds() // 2)
+    return max(POLLING_MIN_SECONDS, min(POLLING_MAX_SECONDS, half))
+
+
+def hpa_behavior(max_replicas: int, tolerance: bool) -> JSON:
+    """HPA behaviour that applies presage's count as is: no stabilization window, any step allowed.
+
+    presage already has its own scale-down window, uncertainty guard and rate limits; the HPA's
+    defaults (a 300 s scale-down window, scale-up capped at +100 % or +4 pods per 15 s) would delay
+    or truncate a decision presage has made. ``Pods: maxReplicas`` per period reaches any count up to
+    the maximum in one step; ``Percent: 100`` lets a scale-down go all the way to the minimum.
+    """
+    scale_up: JSON = {
+        "stabilizationWindowSeconds": 0,
+        "policies": [{"type": "Pods", "value": max_replicas, "periodSeconds": HPA_POLICY_PERIOD_SECONDS}],
+    }
+    scale_down: JSON = {
+        "stabilizationWindowSeconds": 0,
+        "policies": [{"type": "Percent", "value": 100, "periodSeconds": HPA_POLICY_PERIOD_SECONDS}],
+    }
+    if tolerance:
+        # The value is a replica count, not a noisy utilisation: any difference from the current
+        # count is a decision. The default 10 % would drop e.g. 10 -> 11.
+        scale_up["tolerance"] = 0
+        scale_down["tolerance"] = 0
+    return {"scaleUp": scale_up, "scaleDown": scale_down}
+
+
+def fallback_replicas(min_replicas: int, override: int | None) -> int:
+    """The floor KEDA holds while presage errors (with ``currentReplicasIfHigher``).
+
+    The behaviour, not this number, is what guarantees no scale-down on failure: KEDA uses
+    ``max(current replicas, replicas)``. The default floor, ``max(minReplicas, 1)``, makes the
+    fallback "hold the current count", the same thing the HPA does when a metric is missing and
+    presage does when an evaluation fails. In Enforce mode the current count *is* presage's last
+    recommendation, applied, so it is a live version of ``status.recommendedReplicas`` rather than
+    a snapshot taken when this manifest was generated. ``maxReplicas`` would be safe for one
+    workload but, since every ScaledObject served by presage fails at the same moment when presage
+    is down, it would scale all of them to their maximum at once. At least 1, because KEDA skips
+    its fallback for ``replicas: 0`` and, with ``minReplicaCount: 0``, may then scale to zero on an
+    error.
+    """
+    return override if override is not None else max(min_replicas, 1)
+
+
+def validate_options(options: ScaledObjectOptions) -> None:
+    """Refuse contradictory or malformed options before anything is read from the cluster."""
+    host, sep, port = options.scaler_address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ScaledObjectError(
+            f"scaler address {options.scaler_address!r} must be host:port, e.g. {DEFAULT_SCALER_ADDRESS}"
+        )
+    if options.tls_client_cert and not options.tls_secret:
+        raise ScaledObjectError("a client certificate (mutual TLS) needs the Secret that holds it: pass --tls-secret")
+    if options.fallback_failure_threshold < 0:
+        raise ScaledObjectError("the fallback failure threshold must be 0 or more")
+    if options.polling_interval is not None and options.polling_interval < 1:
+        raise ScaledObjectError("the polling interval must be at least 1 second")
+
+
+def _scale_target_ref(api_version: str, kind: str, name: str) -> JSON:
+    """KEDA defaults to apps/v1 Deployment; anything else must be spelled out."""
+    if (api_version, kind) == _DEFAULT_TARGET:
+        return {"name": name}
+    return {"name": name, "apiVersion": api_version, "kind": kind}
+
+
+def _status(scaler: Mapping[str, Any]) -> PredictiveScalerStatus:
+    try:
+        return PredictiveScalerStatus.model_validate(scaler.get("status") or {})
+    except ValidationError:
+        return PredictiveScalerStatus()
+
+
+def _trigger_auth_name(scaled_object: str) -> str:
+    return f"{scaled_object}-presage-tls"
+
+
+def _trigger_authentication(name: str, namespace: str, options: ScaledObjectOptions) -> JSON:
+    parameters = ["caCert"] + (["tlsClientCert", "tlsClientKey"] if options.tls_client_cert else [])
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "TriggerAuthentication",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "secretTargetRef": [
+                {"parameter": p, "name": options.tls_secret, "key": TLS_SECRET_KEYS[p]} for p in parameters
+            ]
+        },
+    }
+
+
+def render(scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None) -> Rendered:
+    """The ScaledObject (and, with ``tls_secret``, its TriggerAuthentication) for one PredictiveScaler.
+
+    ``scaler`` is the PredictiveScaler as the API server returns it. Raises
+    :class:`ScaledObjectError` when it cannot be served through KEDA (an Agones Fleet, an invalid
+    spec) or the options contradict each other.
+    """
+    options = options or ScaledObjectOptions()
+    validate_options(options)
+    meta = scaler.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    where = f"PredictiveScaler {namespace}/{name}"
+    try:
+        spec = parse(PredictiveScalerSpec, scaler.get("spec"))
+    except SpecError as exc:
+        raise ScaledObjectError(f"{where} has an invalid spec: {exc}") from None
+    target = spec.scale_target_ref
+    if target.is_agones_fleet:
+        raise ScaledObjectError(
+            f"{where} scales an Agones Fleet ({target.api_version} {target.name}): a Fleet is scaled by its "
+            "FleetAutoscaler, which calls presage's webhook, never by KEDA. See docs/agones.md."
+        )
+    policy = spec.policy
+    status = _status(scaler)
+    floor = fallback_replicas(policy.min_replicas, options.fallback_replicas)
+    if not 1 <= floor <= policy.max_replicas:
+        raise ScaledObjectError(
+            f"fallback replicas {floor} must be between 1 and the scaler's maxReplicas ({policy.max_replicas})"
+        )
+    polling = options.polling_interval or polling_interval_seconds(spec.interval)
+    so_name = options.name or name
+
+    metadata = {"scalerAddress": options.scaler_address, SCALER_KEY: name}
+    tls = options.tls or options.tls_secret is not None
+    if tls:
+        metadata["enableTLS"] = "true"  # trigger metadata is a map of strings
+    trigger: JSON = {"type": "external", "metricType": "AverageValue", "metadata": metadata}
+    documents: list[JSON] = []
+    if options.tls_secret is not None:
+        auth = _trigger_auth_name(so_name)
+        trigger["authenticationRef"] = {"name": auth}
+        documents.append(_trigger_authentication(auth, namespace, options))
+
+    scaled_object: JSON = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": so_name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": _scale_target_ref(target.api_version, target.kind, target.name),
+            "pollingInterval": polling,
+            "minReplicaCount": policy.min_replicas,
+            "maxReplicaCount": policy.max_replicas,
+            "fallback": {
+                "failureThreshold": options.fallback_failure_threshold,
+                "replicas": floor,
+                "behavior": FALLBACK_BEHAVIOR,
+            },
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(policy.max_replicas, options.hpa_tolerance)}
+            },
+            "triggers": [trigger],
+        },
+    }
+    documents.insert(0, scaled_object)
+    return Rendered(
+        documents=documents,
+        notes=_notes(where, spec, polling, options, floor, tls),
+        warnings=_warnings(where, spec, status, options, floor),
+    )
+
+
+def _notes(
+    where: str, spec: PredictiveScalerSpec, polling: int, options: ScaledObjectOptions, floor: int, tls: bool
+) -> list[str]:
+    interval = int(spec.interval.total_seconds())
+    notes = [
+        f"KEDA ScaledObject for {where}, generated by `presage scaledobject`. presage reads the scaler's mode "
+        f"({spec.mode} now) on every call, so switching between Shadow and Enforce needs no new ScaledObject.",
+        "metricType AverageValue with presage's target of 1: the HPA's desired count is exactly the value "
+        "presage returns (Enforce: the recommended replicas; Shadow: the current count when presage is the "
+        "only trigger, 0 beside other triggers).",
+        (
+            f"pollingInterval {polling}s: set with --polling-interval."
+            if options.polling_interval
+            else f"pollingInterval {polling}s: half the scaler's {interval}s interval, within "
+            f"{POLLING_MIN_SECONDS}-{POLLING_MAX_SECONDS}s; presage's value changes once per interval."
+        ),
+        "HPA behavior: no stabilization window and policies that allow any step, because presage already "
+        "applies its own scale-down window and rate limits.",
+    ]
+    if options.hpa_tolerance:
+        notes.append(
+            "tolerance 0: by default the HPA ignores a change within 10% of the current count (10 -> 11 "
+            "replicas is a 10% change and is dropped). It needs the HPAConfigurableTolerance feature (beta "
+            "and on by default from Kubernetes 1.34, an alpha feature gate in 1.33) and a KEDA whose CRD "
+            "has the field; otherwise generate with --no-hpa-tolerance."
+        )
+    else:
+        notes.append(
+            "no tolerance (--no-hpa-tolerance): the HPA's default 10% tolerance applies, so a recommendation "
+            "within 10% of the current count (e.g. 10 -> 11 replicas) is ignored."
+        )
+    notes.append(
+        f"fallback: after {options.fallback_failure_threshold} consecutive errors from presage (stale, "
+        f"unreachable) KEDA holds max(current replicas, {floor}): never a scale-down on failure"
+        + (
+            "; the default floor max(minReplicas, 1) adds no scale-up either, and --fallback-replicas raises it."
+            if options.fallback_replicas is None
+            else " (floor set with --fallback-replicas)."
+        )
+        + " It needs a KEDA with fallback.behavior; an older KEDA applies fallback.replicas as a fixed count."
+    )
+    if tls:
+        how = (
+            f"the TriggerAuthentication passes Secret {options.tls_secret}'s "
+            + ", ".join(
+                f"{TLS_SECRET_KEYS[p]} as {p}"
+                for p in ["caCert"] + (["tlsClientCert", "tlsClientKey"] if options.tls_client_cert else [])
+            )
+            if options.tls_secret
+            else "KEDA verifies presage's certificate against the CAs it already trusts"
+        )
+        notes.append(
+            f"enableTLS: KEDA dials presage over TLS; {how}. presage's certificate must be valid for the host "
+            "in scalerAddress."
+        )
+    return notes
+
+
+def _warnings(
+    where: str, spec: PredictiveScalerSpec, status: PredictiveScalerStatus, options: ScaledObjectOptions, floor: int
+) -> list[str]:
+    policy = spec.policy
+    warnings: list[str] = []
+    if status.recommended_replicas is None:
+        warnings.append(
+            f"{where} has no recommendation yet: KEDA gets NOT_FOUND (counted towards the fallback) until "
+            "presage has evaluated it once."
+        )
+    current = status.current_replicas
+    if spec.mode == "Shadow" and current is not None and not policy.min_replicas <= current <= policy.max_replicas:
+        clamped = min(max(current, policy.min_replicas), policy.max_replicas)
+        warnings.append(
+            f"{where} is in Shadow mode but its target runs {current} replicas, outside minReplicas-maxReplicas "
+            f"[{policy.min_replicas}, {policy.max_replicas}]: the HPA clamps to that range, so applying this "
+            f"ScaledObject moves it to {clamped} even in Shadow mode."
+        )
+    if spec.mode == "Shadow" and options.fallback_replicas is not None and floor > policy.min_replicas:
+        warnings.append(
+            f"{where} is in Shadow mode: the fallback floor of {floor} replicas raises the replica count whenever "
+            "presage is unavailable."
+        )
+    return warnings
+
+
+def to_yaml(rendered: Rendered, width: int = 100) -> str:
+    """Multi-document YAML with the notes as a comment block on top."""
+    header = []
+    for note in rendered.notes:
+        lines = textwrap.wrap(note, width=width - 4)
+        header.extend(["# - " + lines[0], *("#   " + line for line in lines[1:])])
+    body = "---\n".join(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False) for doc in rendered.documents)
+    return "\n".join(header) + "\n" + body

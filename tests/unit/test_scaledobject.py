@@ -1,0 +1,244 @@
+"""Rendering the KEDA ScaledObject for a PredictiveScaler (presage_scaler/scaledobject.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from presage_scaler.keda import SCALER_KEY
+from presage_scaler.scaledobject import (
+    DEFAULT_SCALER_ADDRESS,
+    ScaledObjectError,
+    ScaledObjectOptions,
+    hpa_behavior,
+    polling_interval_seconds,
+    render,
+    to_yaml,
+)
+
+
+def scaler(
+    *,
+    name: str = "web",
+    namespace: str = "shop",
+    mode: str = "Enforce",
+    target: dict[str, str] | None = None,
+    policy: dict[str, Any] | None = None,
+    interval: str | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "mode": mode,
+        "scaleTargetRef": target or {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "signal": {"prometheus": {"address": "http://prometheus:9090", "query": "sum(rate(x[5m]))"}},
+        "capacity": {"perReplica": 10},
+        "policy": policy or {"minReplicas": 2, "maxReplicas": 60},
+    }
+    if interval is not None:
+        spec["interval"] = interval
+    obj: dict[str, Any] = {
+        "apiVersion": "scaling.presage.sh/v1alpha1",
+        "kind": "PredictiveScaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def scaled_object(obj: dict[str, Any], **options: Any) -> dict[str, Any]:
+    return render(obj, ScaledObjectOptions(**options)).documents[0]
+
+
+def test_defaults_for_a_deployment() -> None:
+    so = scaled_object(scaler(status={"recommendedReplicas": 7, "currentReplicas": 5}))
+    assert so["apiVersion"] == "keda.sh/v1alpha1" and so["kind"] == "ScaledObject"
+    assert so["metadata"] == {"name": "web", "namespace": "shop"}
+    spec = so["spec"]
+    # apps/v1 Deployment is KEDA's default: only the name is written.
+    assert spec["scaleTargetRef"] == {"name": "web"}
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 60)
+    assert spec["pollingInterval"] == 30  # half of the default 1m interval
+    assert spec["triggers"] == [
+        {
+            "type": "external",
+            "metricType": "AverageValue",
+            "metadata": {"scalerAddress": DEFAULT_SCALER_ADDRESS, SCALER_KEY: "web"},
+        }
+    ]
+    assert "authenticationRef" not in spec["triggers"][0]
+
+
+def test_other_targets_spell_out_api_version_and_kind() -> None:
+    target = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"}
+    assert scaled_object(scaler(target=target))["spec"]["scaleTargetRef"] == {
+        "name": "db",
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+    }
+    rollout = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web"}
+    assert scaled_object(scaler(target=rollout))["spec"]["scaleTargetRef"]["apiVersion"] == "argoproj.io/v1alpha1"
+
+
+def test_scaled_object_name_and_scaler_address_options() -> None:
+    so = scaled_object(scaler(), name="web-keda", scaler_address="presage.example:443")
+    assert so["metadata"]["name"] == "web-keda"
+    # The trigger still names the PredictiveScaler, not the ScaledObject.
+    assert so["spec"]["triggers"][0]["metadata"] == {"scalerAddress": "presage.example:443", SCALER_KEY: "web"}
+
+
+@pytest.mark.parametrize("address", ["presage", "presage:", ":9090", "presage:http", "presage:70000"])
+def test_scaler_address_must_be_host_port(address: str) -> None:
+    with pytest.raises(ScaledObjectError, match="host:port"):
+        render(scaler(), ScaledObjectOptions(scaler_address=address))
+
+
+@pytest.mark.parametrize(
+    ("interval", "seconds"),
+    [
+        (timedelta(seconds=4), 5),
+        (timedelta(seconds=15), 7),
+        (timedelta(seconds=30), 15),
+        (timedelta(minutes=1), 30),
+        (timedelta(minutes=10), 30),
+    ],
+)
+def test_polling_interval_is_half_the_interval_within_bounds(interval: timedelta, seconds: int) -> None:
+    assert polling_interval_seconds(interval) == seconds
+
+
+def test_polling_interval_follows_the_scaler_and_the_flag() -> None:
+    assert scaled_object(scaler(interval="20s"))["spec"]["pollingInterval"] == 10
+    assert scaled_object(scaler(interval="20s"), polling_interval=45)["spec"]["pollingInterval"] == 45
+    with pytest.raises(ScaledObjectError, match="polling interval"):
+        render(scaler(), ScaledObjectOptions(polling_interval=0))
+
+
+def test_hpa_behavior_turns_the_hpas_own_damping_off() -> None:
+    behavior = scaled_object(scaler())["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior == hpa_behavior(60, tolerance=True)
+    down, up = behavior["scaleDown"], behavior["scaleUp"]
+    assert down["stabilizationWindowSeconds"] == 0 and up["stabilizationWindowSeconds"] == 0
+    # One period may go all the way down (100 %) or all the way up to maxReplicas.
+    assert down["policies"] == [{"type": "Percent", "value": 100, "periodSeconds": 15}]
+    assert up["policies"] == [{"type": "Pods", "value": 60, "periodSeconds": 15}]
+    assert down["tolerance"] == 0 and up["tolerance"] == 0
+
+
+def test_no_hpa_tolerance_omits_the_field() -> None:
+    rendered = render(scaler(), ScaledObjectOptions(hpa_tolerance=False))
+    behavior = rendered.documents[0]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert "tolerance" not in behavior["scaleUp"] and "tolerance" not in behavior["scaleDown"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 0
+    assert any("10%" in note and "--no-hpa-tolerance" in note for note in rendered.notes)
+
+
+@pytest.mark.parametrize(("min_replicas", "floor"), [(2, 2), (0, 1), (1, 1)])
+def test_fallback_holds_the_current_count_by_default(min_replicas: int, floor: int) -> None:
+    # A recommendation in status does not change the default: the live current count is the floor.
+    obj = scaler(policy={"minReplicas": min_replicas, "maxReplicas": 60}, status={"recommendedReplicas": 40})
+    fallback = scaled_object(obj)["spec"]["fallback"]
+    assert fallback == {"failureThreshold": 3, "replicas": floor, "behavior": "currentReplicasIfHigher"}
+
+
+def test_fallback_options() -> None:
+    fallback = scaled_object(scaler(), fallback_replicas=12, fallback_failure_threshold=5)["spec"]["fallback"]
+    assert fallback == {"failureThreshold": 5, "replicas": 12, "behavior": "currentReplicasIfHigher"}
+    for bad in (0, 61):
+        with pytest.raises(ScaledObjectError, match="between 1 and the scaler's maxReplicas"):
+            render(scaler(), ScaledObjectOptions(fallback_replicas=bad))
+    with pytest.raises(ScaledObjectError, match="failure threshold"):
+        render(scaler(), ScaledObjectOptions(fallback_failure_threshold=-1))
+
+
+def test_fallback_is_the_same_in_shadow_mode() -> None:
+    # With the HPA clamping to minReplicaCount anyway, max(current, max(min, 1)) never moves a Shadow workload.
+    assert scaled_object(scaler(mode="Shadow"))["spec"]["fallback"] == scaled_object(scaler())["spec"]["fallback"]
+
+
+def test_tls_without_a_secret_only_enables_tls() -> None:
+    rendered = render(scaler(), ScaledObjectOptions(tls=True))
+    assert len(rendered.documents) == 1
+    trigger = rendered.documents[0]["spec"]["triggers"][0]
+    assert trigger["metadata"]["enableTLS"] == "true"
+    assert "authenticationRef" not in trigger
+
+
+def test_tls_secret_renders_a_trigger_authentication_for_the_ca() -> None:
+    so, auth = render(scaler(), ScaledObjectOptions(tls_secret="presage-ca")).documents
+    trigger = so["spec"]["triggers"][0]
+    assert trigger["metadata"]["enableTLS"] == "true"  # implied by the secret
+    assert trigger["authenticationRef"] == {"name": "web-presage-tls"}
+    assert auth == {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "TriggerAuthentication",
+        "metadata": {"name": "web-presage-tls", "namespace": "shop"},
+        "spec": {"secretTargetRef": [{"parameter": "caCert", "name": "presage-ca", "key": "ca.crt"}]},
+    }
+
+
+def test_mutual_tls_adds_the_client_certificate() -> None:
+    _, auth = render(scaler(), ScaledObjectOptions(tls_secret="keda-client", tls_client_cert=True)).documents
+    assert [(r["parameter"], r["key"]) for r in auth["spec"]["secretTargetRef"]] == [
+        ("caCert", "ca.crt"),
+        ("tlsClientCert", "tls.crt"),
+        ("tlsClientKey", "tls.key"),
+    ]
+    with pytest.raises(ScaledObjectError, match="--tls-secret"):
+        render(scaler(), ScaledObjectOptions(tls_client_cert=True))
+
+
+def test_agones_fleet_is_refused_with_a_pointer_to_the_webhook() -> None:
+    fleet = scaler(target={"apiVersion": "agones.dev/v1", "kind": "Fleet", "name": "arena"})
+    with pytest.raises(ScaledObjectError, match=r"FleetAutoscaler.*docs/agones\.md"):
+        render(fleet)
+
+
+def test_invalid_spec_names_the_field() -> None:
+    obj = scaler(policy={"minReplicas": 5, "maxReplicas": 2})
+    with pytest.raises(ScaledObjectError, match=r"shop/web has an invalid spec: spec\.policy"):
+        render(obj)
+
+
+def test_warnings() -> None:
+    assert render(scaler(status={"recommendedReplicas": 4, "currentReplicas": 4})).warnings == []
+    [no_rec] = render(scaler()).warnings
+    assert "no recommendation yet" in no_rec and "NOT_FOUND" in no_rec
+    # Shadow must not change the count, but the HPA clamps into [min, max]: say so.
+    shadow = scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 1})
+    [clamp] = render(shadow).warnings
+    assert "Shadow" in clamp and "moves it to 2" in clamp
+    [floor] = render(
+        scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 4}),
+        ScaledObjectOptions(fallback_replicas=10),
+    ).warnings
+    assert "fallback floor of 10" in floor
+    # Enforce: clamping is the point, no warning.
+    assert render(scaler(status={"recommendedReplicas": 4, "currentReplicas": 1})).warnings == []
+
+
+def test_yaml_round_trips_with_the_reasons_as_comments() -> None:
+    rendered = render(scaler(interval="20s"), ScaledObjectOptions(tls_secret="ca", tls_client_cert=True))
+    text = to_yaml(rendered)
+    assert list(yaml.safe_load_all(text)) == rendered.documents
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert header and all(len(line) <= 100 for line in header)
+    comments = " ".join(line.lstrip("# ") for line in header)
+    for needle in ("pollingInterval 10s", "tolerance 0", "10 -> 11", "HPAConfigurableTolerance", "never a scale-down"):
+        assert needle in comments
+    # Trigger metadata values are strings in KEDA's schema: "true", not a YAML boolean.
+    assert "enableTLS: 'true'" in text
+
+
+def test_docs_example_is_what_the_command_prints() -> None:
+    """docs/keda.md shows real output; regenerate it from here when the rendering changes."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "keda.md").read_text()
+    example = docs.split("### Example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    documented = scaler(interval="30s", status={"recommendedReplicas": 7, "currentReplicas": 5})
+    options = ScaledObjectOptions(tls_secret="presage-scaler-client-tls", tls_client_cert=True)
+    assert example == to_yaml(render(documented, options))
