@@ -22,6 +22,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.types import ForecastBackendSpec, ForecastBackendStatus
 from presage_scaler.backends.base import Backend, BackendError
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.backends.timesfm import TimesFMClient
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
 from presage_scaler.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
 
@@ -43,13 +44,21 @@ class InProcessSeasonalNaive(SeasonalNaive):
         return self.identity.model
 
 
+class ProbedTimesFM(TimesFMClient):
+    """The TimesFM client; its probe is ``GET /v1/model`` on presage-forecaster."""
+
+    async def probe(self) -> str | None:
+        info = await self.describe()
+        for problem in info.mismatches(self.settings):
+            log.warning("backend=%s settings disagree with the server: %s", self.name, problem)
+        return f"{info.model}@{info.revision}" if info.revision else info.model
+
+
 def build_backend(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient) -> ProbedBackend:
     """The live backend a ForecastBackend spec describes."""
     if spec.type == "TimesFM":
-        from presage_scaler.backends.timesfm import TimesFMBackend
-
         assert spec.times_fm is not None  # enforced by the API rules
-        return TimesFMBackend(name, spec.times_fm, http)
+        return ProbedTimesFM(name, spec.times_fm, http)
     settings = spec.seasonal_naive_or_default
     return InProcessSeasonalNaive(season=settings.season, cycles=settings.cycles)
 
