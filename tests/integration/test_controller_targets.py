@@ -1,0 +1,90 @@
+"""Scale targets beyond Deployments: a StatefulSet through its scale subresource, an Agones Fleet by status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from presage_scaler.controller.app import running
+from tests.harness.presage_cluster import REPO, apply, eventually, get, predictive_scaler
+from tests.harness.prometheus import Series
+from tests.integration.test_controller import backend_name, cluster, options, recent_samples  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def fleet_crd(cluster):  # noqa: F811
+    cluster.kubectl("apply", "-f", str(REPO / "tests" / "fixtures" / "agones-fleet-crd.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/fleets.agones.dev", "--timeout=60s")
+    return cluster
+
+
+def _recommended(o) -> bool:
+    return (o.get("status") or {}).get("recommendedReplicas") is not None
+
+
+async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+    plane = fleet_crd
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    labels = {"app": "db"}
+    apply(
+        plane,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 5,
+                "serviceName": "db",
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "db", "image": "registry.invalid/db"}]},
+                },
+            },
+        },
+        kube_namespace,
+    )
+    apply(
+        plane,
+        {"apiVersion": "agones.dev/v1", "kind": "Fleet", "metadata": {"name": "arena"}, "spec": {"replicas": 4}},
+        kube_namespace,
+    )
+    # Agones reports replicas in status; presage reads that, not the desired count in spec.
+    plane.kubectl(
+        "patch",
+        "fleet",
+        "arena",
+        "-n",
+        kube_namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"replicas": 7, "readyReplicas": 7, "allocatedReplicas": 2, "reservedReplicas": 0}}),
+    )
+    sts = predictive_scaler("db", "db", prom.url, "app_demand", backend_name)
+    sts["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"}
+    fleet = predictive_scaler("arena", "arena", prom.url, "app_demand", backend_name)
+    fleet["spec"]["scaleTargetRef"] = {
+        "apiVersion": "agones.dev/v1",
+        "kind": "Fleet",
+        "name": "arena",
+        "agones": {"maxRecommendationAge": "5m"},
+    }
+    apply(plane, sts, kube_namespace)
+    apply(plane, fleet, kube_namespace)
+
+    async with running(options(plane, kube_namespace)) as app:
+        db = await eventually(lambda: get(plane, "predictivescaler", "db", kube_namespace), _recommended, what="db")
+        arena = await eventually(
+            lambda: get(plane, "predictivescaler", "arena", kube_namespace), _recommended, what="arena"
+        )
+        assert db["status"]["currentReplicas"] == 5
+        assert arena["status"]["currentReplicas"] == 7
+        stored = app.store.get(kube_namespace, "arena")
+        assert stored is not None and stored.target.kind == "Fleet"
+        assert stored.agones_max_age is not None and stored.agones_max_age.total_seconds() == 300
+    # presage never writes the Fleet.
+    assert get(plane, "fleet", "arena", kube_namespace)["spec"]["replicas"] == 4
