@@ -93,7 +93,12 @@ async def controller_rate(
     plane: KubeControlPlane, seconds: float, concurrency: int, scalers: int
 ) -> tuple[float, float]:
     options = ControllerOptions(
-        kubeconfig=plane.kubeconfig, namespaces=(NAMESPACE,), grpc_port=0, leader_elect=False, concurrency=concurrency
+        kubeconfig=plane.kubeconfig,
+        namespaces=(NAMESPACE,),
+        grpc_port=0,
+        http_port=0,
+        leader_elect=False,
+        concurrency=concurrency,
     )
     before = rss_mib()
     async with running(options) as app:

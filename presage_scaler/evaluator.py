@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -118,6 +118,9 @@ class Recommendation:
     signal_statuses: tuple[SignalStatus, ...]
     last_forecast: LastForecast
     generated_at: datetime
+    # The data the decision was made from, for consumers that look back at it (shadow scoring).
+    # Not compared: it holds numpy arrays.
+    data: tuple[SignalData, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def state(self) -> PolicyState:
@@ -204,6 +207,7 @@ def decide(
             quantiles={f"{q:g}": binding_forecast.at(binding_step, q) for q in sorted(binding_forecast.quantiles)},
         ),
         generated_at=now,
+        data=tuple(data),
     )
 
 

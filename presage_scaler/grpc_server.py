@@ -13,7 +13,13 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from presage_scaler.keda import ExternalScalerServicer, PresageScaler, ScaledObjectTriggers, StalenessBound
+from presage_scaler.keda import (
+    ExternalScalerServicer,
+    PresageScaler,
+    RequestObserver,
+    ScaledObjectTriggers,
+    StalenessBound,
+)
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.store import RecommendationStore
@@ -74,13 +80,18 @@ async def serve(
     staleness: StalenessBound | None = None,
     stream_recheck: float = 10.0,
     triggers_timeout: float = 2.0,
+    observe: RequestObserver | None = None,
 ) -> ScalerServer:
-    """Start the server on ``host:port`` (``port=0`` picks a free one) and mark it SERVING."""
+    """Start the server on ``host:port`` (``port=0`` picks a free one) and mark it SERVING.
+
+    ``observe`` is told about every call (see :data:`RequestObserver`), e.g. for metrics.
+    """
     # SO_REUSEPORT off: a second presage on the same port must fail loudly, not share traffic.
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     servicer = ExternalScalerServicer(
         PresageScaler(store, triggers, staleness=staleness, triggers_timeout=triggers_timeout),
         stream_recheck=stream_recheck,
+        observe=observe,
     )
     pb_grpc.add_ExternalScalerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()

@@ -23,10 +23,11 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -42,6 +43,11 @@ METRIC_PREFIX = "presage-"
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_MAX = 253
 _METRIC_UNSAFE = re.compile(r"[^a-z0-9-]")
+
+RequestObserver = Callable[[str, str, float | None], None]
+"""Called once per KEDA call with the method, the gRPC status name and the seconds it took to answer
+(None for ``StreamIsActive``, whose lifetime is not a latency); e.g. ``ScalerMetrics.observe_grpc_request``."""
+_T = TypeVar("_T")
 
 
 class ScaledObjectTriggers(Protocol):
@@ -231,36 +237,49 @@ class PresageScaler:
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     """gRPC adapter (method names are the proto's): maps ScalerError to a status, streams activity."""
 
-    def __init__(self, scaler: PresageScaler, *, stream_recheck: float = 10.0) -> None:
+    def __init__(
+        self, scaler: PresageScaler, *, stream_recheck: float = 10.0, observe: RequestObserver | None = None
+    ) -> None:
         self.scaler = scaler
         # Staleness changes with time alone, not only with store writes: re-evaluate streams this often.
         self.stream_recheck = stream_recheck
+        self.observe = observe
         self.active_streams = 0
+
+    async def _answer(self, method: str, context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run a unary call: a ScalerError becomes its status; the outcome goes to ``observe``."""
+        started = time.perf_counter()
+        code = grpc.StatusCode.UNKNOWN
+        try:
+            result = await call()
+            code = grpc.StatusCode.OK
+            return result
+        except ScalerError as err:
+            code = err.code
+            await context.abort(err.code, err.message)
+            raise  # unreachable: abort raises
+        finally:
+            if self.observe is not None:
+                self.observe(method, code.name, time.perf_counter() - started)
 
     async def GetMetricSpec(
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
     ) -> pb.GetMetricSpecResponse:
-        try:
+        async def call() -> pb.GetMetricSpecResponse:
             return self.scaler.metric_spec(request)
-        except ScalerError as err:
-            await context.abort(err.code, err.message)
-            raise  # unreachable: abort raises
+
+        return await self._answer("GetMetricSpec", context, call)
 
     async def GetMetrics(
         self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetMetricsResponse:
-        try:
-            return await self.scaler.get_metrics(request)
-        except ScalerError as err:
-            await context.abort(err.code, err.message)
-            raise
+        return await self._answer("GetMetrics", context, lambda: self.scaler.get_metrics(request))
 
     async def IsActive(self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
-        try:
+        async def call() -> pb.IsActiveResponse:
             return pb.IsActiveResponse(result=await self.scaler.is_active(request))
-        except ScalerError as err:
-            await context.abort(err.code, err.message)
-            raise
+
+        return await self._answer("IsActive", context, call)
 
     async def StreamIsActive(
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
@@ -272,6 +291,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         """
         store = self.scaler.store
         self.active_streams += 1
+        # A stream the client cancels ends without a status of its own: count it as CANCELLED.
+        code = grpc.StatusCode.CANCELLED
         try:
             last: bool | None = None
             while True:
@@ -279,6 +300,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 try:
                     active = await self.scaler.is_active(request)
                 except ScalerError as err:
+                    code = err.code
                     await context.abort(err.code, err.message)
                     raise
                 if active != last:
@@ -288,3 +310,5 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                     await asyncio.wait_for(store.wait_for_change(version), timeout=self.stream_recheck)
         finally:
             self.active_streams -= 1
+            if self.observe is not None:
+                self.observe("StreamIsActive", code.name, None)

@@ -64,6 +64,10 @@ class RecommendationStore:
     def in_namespace(self, namespace: str) -> Iterator[StoredRecommendation]:
         return (item for (ns, _), item in self._items.items() if ns == namespace)
 
+    def items(self) -> list[StoredRecommendation]:
+        """A snapshot of every recommendation (scrape-time metrics read it)."""
+        return list(self._items.values())
+
     async def put(self, item: StoredRecommendation) -> None:
         self._items[(item.namespace, item.name)] = item
         await self._notify()

@@ -50,6 +50,11 @@ CONSTRAINTS = (
     "MaxScaleDownRate",
 )
 
+# Shadow scoring keeps a bounded amount of state in status: hourly buckets over a day, and the
+# recommendations still waiting for their scored moment.
+SHADOW_HOURS = 24
+SHADOW_MAX_PENDING = 32
+
 _URL = {"pattern": r"^https?://", "maxLength": 2048}
 
 
@@ -538,6 +543,80 @@ class SignalStatus(APIModel):
     replicas: Int32 = field("Replicas this signal alone would have required.")
 
 
+class ShadowPrediction(APIModel):
+    """ShadowPrediction is one recommendation waiting to be scored: what presage recommended at Time, to be
+    compared with the demand observed at Time plus LeadTimeSeconds."""
+
+    lead_time_seconds: Int64 = field("LeadTimeSeconds is the lead time the recommendation was made for.", minimum=0)
+    reactive: Int32 = field(
+        "Reactive is what the reactive floor alone would have chosen at Time, within minReplicas and maxReplicas."
+    )
+    replicas: Int32 = field("Replicas is the replica count presage recommended at Time.")
+    time: Timestamp = field("Time is when the recommendation was made.")
+
+
+class ShadowBucket(APIModel):
+    """ShadowBucket aggregates the recommendations scored in one hour, by the hour their scored moment fell
+    in."""
+
+    covered: Int32 = field("Covered counts the scored moments where the recommendation covered demand.")
+    over_provisioning: MeasuredString = field(
+        "OverProvisioning is the mean of (recommended - required) / max(required, 1) over the scored moments, "
+        "counting 0 where the recommendation fell short."
+    )
+    reactive_covered: Int32 = field("ReactiveCovered is Covered for the reactive floor's figure.")
+    reactive_over_provisioning: MeasuredString = field(
+        "ReactiveOverProvisioning is OverProvisioning for the reactive floor's figure."
+    )
+    samples: Int32 = field("Samples is how many recommendations were scored in this hour.", minimum=0)
+    start: Timestamp = field("Start of the hour.")
+
+
+class ShadowStatus(APIModel):
+    """ShadowStatus scores past recommendations against what actually happened. A recommendation made at
+    time t is scored once the demand at t plus its lead time has been observed: the replicas that demand
+    required are the largest, over signals, of observed demand over per-replica capacity, rounded up. The
+    recommendation covered demand when it was at least that many replicas. The same is computed for the
+    reactive floor's figure at t, which is what a reactive autoscaler would have provisioned. The summary
+    covers the last 24 hours (Buckets) and survives restarts, together with the recommendations still
+    waiting to be scored (Pending). It is recorded in both modes; in Shadow it is the evidence for switching
+    to Enforce."""
+
+    buckets: list[ShadowBucket] | None = field(
+        "Buckets holds the hourly aggregates the summary is computed from, oldest first.",
+        default=None,
+        maxItems=SHADOW_HOURS,
+    )
+    coverage: MeasuredString | None = field(
+        "Coverage is the fraction of scored moments where presage's recommendation covered demand.", default=None
+    )
+    last_scored_time: Timestamp | None = field(
+        "LastScoredTime is the latest moment (t plus lead time) that was scored.", default=None
+    )
+    over_provisioning: MeasuredString | None = field(
+        "OverProvisioning is the mean of (recommended - required) / max(required, 1) over the scored moments, "
+        "counting 0 where the recommendation fell short: 0.2 means 20% more replicas than demand needed.",
+        default=None,
+    )
+    pending: list[ShadowPrediction] | None = field(
+        "Pending holds the recommendations not yet scored, oldest first. When it is full, new recommendations "
+        "are not recorded until older ones are scored.",
+        default=None,
+        maxItems=SHADOW_MAX_PENDING,
+    )
+    reactive_coverage: MeasuredString | None = field(
+        "ReactiveCoverage is Coverage for the reactive floor's figure on the same moments.", default=None
+    )
+    reactive_over_provisioning: MeasuredString | None = field(
+        "ReactiveOverProvisioning is OverProvisioning for the reactive floor's figure on the same moments.",
+        default=None,
+    )
+    samples: Int64 | None = field("Samples is how many recommendations the summary scores.", default=None, minimum=0)
+    window_start: Timestamp | None = field(
+        "WindowStart is the start of the oldest hour the summary covers.", default=None
+    )
+
+
 class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
@@ -555,6 +634,7 @@ class PredictiveScalerStatus(APIModel):
         "the recommendation stops being below current.",
         default=None,
     )
+    shadow: ShadowStatus | None = field(ShadowStatus.__doc__ or "", default=None)
     signal_statuses: list[SignalStatus] | None = field(
         "SignalStatuses carries one entry per configured signal, so a multi-signal scaler can be debugged "
         "without guessing which dimension produced which number.",

@@ -23,11 +23,13 @@ from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendControl
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scalers import PREDICTIVE_SCALERS, ScalerController
 from presage_scaler.grpc_server import ScalerServer, TLSConfig, serve
+from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
 from presage_scaler.kube import config as kube_config
 from presage_scaler.kube.client import KubeClient
 from presage_scaler.kube.events import EventRecorder
 from presage_scaler.kube.informer import Informer
 from presage_scaler.kube.leader import LeaderElector
+from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.prometheus import PrometheusClientPool
 from presage_scaler.store import RecommendationStore
 
@@ -44,6 +46,9 @@ class ControllerOptions:
     grpc_port: int = 9090
     grpc_host: str = "[::]"
     grpc_tls: TLSConfig | None = None
+    http_port: int = 8080
+    http_host: str = "0.0.0.0"
+    http_tls: TLSFiles | None = None
     leader_elect: bool = True
     lease_namespace: str | None = None  # default: the pod's namespace (or the kubeconfig context's)
     lease_name: str = "presage-scaler"
@@ -67,6 +72,8 @@ class RunningController:
     backends: BackendController
     elector: LeaderElector | None
     grpc: ScalerServer
+    http: HttpServer
+    metrics: ScalerMetrics
     scaler_informer: Informer
     backend_informer: Informer
     triggers: KubeScaledObjectTriggers
@@ -94,6 +101,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
     namespaces = list(options.namespaces) or None
     async with KubeClient(config) as client, httpx.AsyncClient() as http:
         store = RecommendationStore()
+        metrics = ScalerMetrics(store=store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
         elector: LeaderElector | None = None
 
@@ -107,6 +115,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             backends,
             prometheus,
             EventRecorder(client, host=options.identity),
+            metrics,
             concurrency=options.concurrency,
             leading=leading,
         )
@@ -124,7 +133,23 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
         scaler_informer = Informer(client, PREDICTIVE_SCALERS, scalers.on_event, namespaces)
         backend_informer = Informer(client, FORECAST_BACKENDS, backends.on_event)
         triggers = KubeScaledObjectTriggers(client, namespaces)
-        grpc = await serve(store, triggers, port=options.grpc_port, host=options.grpc_host, tls=options.grpc_tls)
+        grpc = await serve(
+            store,
+            triggers,
+            port=options.grpc_port,
+            host=options.grpc_host,
+            tls=options.grpc_tls,
+            observe=metrics.observe_grpc_request,
+        )
+
+        def ready() -> bool | str:
+            if not (scaler_informer.synced and backend_informer.synced):
+                return "PredictiveScaler and ForecastBackend caches are not synced yet"
+            return True
+
+        http = await serve_http(
+            store, metrics, port=options.http_port, host=options.http_host, tls=options.http_tls, ready=ready
+        )
         tasks = [
             asyncio.create_task(coro, name=name)
             for name, coro in (
@@ -150,10 +175,11 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
         for task in tasks:
             task.add_done_callback(watch_task)
         log.info(
-            "presage-scaler started identity=%s namespaces=%s grpc_port=%d leader_elect=%s",
+            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d leader_elect=%s",
             options.identity,
             ",".join(namespaces or ["*"]),
             grpc.port,
+            http.port,
             options.leader_elect,
         )
         try:
@@ -165,6 +191,8 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
                 backends,
                 elector,
                 grpc,
+                http,
+                metrics,
                 scaler_informer,
                 backend_informer,
                 triggers,
@@ -172,6 +200,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             )
         finally:
             await grpc.stop(grace=2.0)
+            await http.stop(grace=2.0)
             for task in reversed(tasks):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
 from presage_scaler.grpc_server import TLSConfig
+from presage_scaler.http_server import TLSFiles
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grpc-tls-cert", type=Path, help="PEM server certificate for gRPC TLS")
     parser.add_argument("--grpc-tls-key", type=Path, help="PEM private key for gRPC TLS")
     parser.add_argument("--grpc-client-ca", type=Path, help="PEM CA that client certificates must chain to (mTLS)")
+    parser.add_argument(
+        "--http-port", type=int, default=8080, help="Agones webhook, /metrics, /healthz, /readyz (default: 8080)"
+    )
+    parser.add_argument("--http-tls-cert", type=Path, help="PEM certificate for HTTPS (for a FleetAutoscaler caBundle)")
+    parser.add_argument("--http-tls-key", type=Path, help="PEM private key for HTTPS")
     parser.add_argument(
         "--leader-elect", action=argparse.BooleanOptionalAction, default=True, help="campaign for a Lease"
     )
@@ -43,6 +49,9 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         tls = TLSConfig.from_files(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca)
     elif args.grpc_client_ca:
         raise SystemExit("presage run: --grpc-client-ca needs --grpc-tls-cert and --grpc-tls-key")
+    if bool(args.http_tls_cert) != bool(args.http_tls_key):
+        raise SystemExit("presage run: --http-tls-cert and --http-tls-key go together")
+    http_tls = TLSFiles(args.http_tls_cert, args.http_tls_key) if args.http_tls_cert else None
     extra = {"identity": args.identity} if args.identity else {}
     return ControllerOptions(
         kubeconfig=args.kubeconfig,
@@ -50,6 +59,8 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         namespaces=tuple(n.strip() for n in args.namespaces.split(",") if n.strip()),
         grpc_port=args.grpc_port,
         grpc_tls=tls,
+        http_port=args.http_port,
+        http_tls=http_tls,
         leader_elect=args.leader_elect,
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,

@@ -37,8 +37,10 @@ from presage_scaler.keda import StalenessBound
 from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
 from presage_scaler.kube.events import EventRecorder
 from presage_scaler.leadtime import HorizonError
+from presage_scaler.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
 from presage_scaler.policy import PolicyState
 from presage_scaler.prometheus import PrometheusClientPool, PrometheusError
+from presage_scaler.shadow import ShadowLedger
 from presage_scaler.signals import PrometheusSignalSource
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 
@@ -194,6 +196,7 @@ class ScalerController:
         backends: BackendController,
         prometheus: PrometheusClientPool,
         events: EventRecorder,
+        metrics: ScalerMetrics,
         *,
         concurrency: int = 32,
         leading: Callable[[], bool] = lambda: True,
@@ -204,6 +207,7 @@ class ScalerController:
         self._backends = backends
         self._prometheus = prometheus
         self._events = events
+        self._metrics = metrics
         self._targets = TargetReader(client)
         self._secrets = SecretTokens(client)
         self._leading = leading
@@ -225,6 +229,7 @@ class ScalerController:
             self._entries.pop(key, None)
             self._events.forget(meta.get("uid", ""))
             self._specs.forget(obj)
+            self._metrics.forget(*key)
             await self._store.remove(*key)
             return
         entry = self._entries.get(key)
@@ -244,9 +249,14 @@ class ScalerController:
                 self._schedule(key, 0.0)  # a spec change is evaluated at once
 
     def on_leadership(self, leading: bool) -> None:
-        """Wake the scheduler when leadership is gained (the heap is kept while standing by)."""
+        """Wake the scheduler when leadership is gained (the heap is kept while standing by).
+
+        A replica that stops leading stops exporting per-scaler figures: the new leader owns them.
+        """
         if leading:
             self._wake.set()
+        else:
+            self._metrics.forget_all()
 
     def _initial_delay(self, obj: JSON) -> float:
         """Continue the schedule from status: due one interval after the last forecast."""
@@ -319,20 +329,30 @@ class ScalerController:
         current: int | None = None
         recommendation: Recommendation | None = None
         failure: Failure | None = None
+        shadow: JSON | None = None
         try:
             spec = self._specs.get(obj)
             interval = spec.interval
-            backend = self._backends.backend_for(spec.forecast.backend_ref or DEFAULT_BACKEND)
+            backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
+            backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
             current = await self._targets.current_replicas(namespace, spec.scale_target_ref)
             status = _status_of(obj)
             state = PolicyState(status.scale_down_candidate_since, status.last_scale_time)
-            source = PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace))
+            source = TimedSignalSource(
+                PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace)), self._metrics
+            )
             deadline = min(max(interval.total_seconds(), 10.0), 300.0)
             recommendation = await asyncio.wait_for(evaluate(spec, backend, source, current, state, now), deadline)
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
             failure = _failure_of(exc)
         duration = time.perf_counter() - started
         if recommendation is not None:
+            assert current is not None
+            ledger = ShadowLedger.from_status(status.shadow)
+            ledger.observe(recommendation, spec.policy)
+            shadow = ledger.status_patch()
+            self._metrics.observe_evaluation(namespace, name, recommendation, current, duration)
+            self._metrics.observe_shadow(namespace, name, ledger.summary())
             log.info(
                 "evaluated scaler=%s/%s current=%s recommended=%d binding=%s constraint=%s lead_s=%d duration_ms=%.1f",
                 namespace,
@@ -346,8 +366,9 @@ class ScalerController:
             )
         else:
             assert failure is not None
+            self._metrics.observe_error(namespace, name, failure.reason)
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
-        await self._write(entry, generation, current, recommendation, failure, interval, now)
+        await self._write(entry, generation, current, recommendation, failure, shadow, interval, now)
         self.evaluations += 1
         return interval.total_seconds()
 
@@ -358,6 +379,7 @@ class ScalerController:
         current: int | None,
         recommendation: Recommendation | None,
         failure: Failure | None,
+        shadow: JSON | None,
         interval: timedelta,
         now: datetime,
     ) -> JSON:
@@ -376,6 +398,7 @@ class ScalerController:
             fields.update(fresh.model_dump(by_alias=True, exclude_none=True, mode="json"))
             # Merge patch: an explicit null clears a window that is no longer open.
             fields.setdefault("scaleDownCandidateSince", None)
+            fields["shadow"] = shadow
             updates = [
                 ConditionUpdate(READY, "True", "Recommended", _explain(recommendation)),
                 ConditionUpdate(DEGRADED, "False", "EvaluationSucceeded", "the last evaluation succeeded"),
@@ -397,6 +420,7 @@ class ScalerController:
         current: int | None,
         recommendation: Recommendation | None,
         failure: Failure | None,
+        shadow: JSON | None,
         interval: timedelta,
         now: datetime,
     ) -> None:
@@ -410,7 +434,9 @@ class ScalerController:
             status = _status_of(obj)
             patch = {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "status": self._status_patch(status, generation, current, recommendation, failure, interval, now),
+                "status": self._status_patch(
+                    status, generation, current, recommendation, failure, shadow, interval, now
+                ),
             }
             try:
                 updated = await self._client.merge_patch(PREDICTIVE_SCALERS, namespace, name, patch, "status")

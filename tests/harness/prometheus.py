@@ -4,7 +4,8 @@ The data is written as OpenMetrics text, turned into TSDB blocks with
 ``promtool tsdb create-blocks-from openmetrics`` and loaded by a fresh ``prometheus`` process on
 a free loopback port. Backfilled blocks are only read when Prometheus starts, so new data means
 a restart (:meth:`PrometheusServer.start` rebuilds the data directory when the series changed).
-Retention is 100 years so that old fixed timestamps are never dropped.
+Retention is 100 years so that old fixed timestamps are never dropped. It can also scrape live
+targets (:meth:`PrometheusServer.add_scrape_target`), such as the scaler's own ``/metrics``.
 
 The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` package
 (:func:`ensure_prometheus`).
@@ -16,6 +17,7 @@ import atexit
 import contextlib
 import ctypes
 import fcntl
+import json
 import math
 import os
 import shutil
@@ -148,6 +150,7 @@ class PrometheusServer:
         self._generation = 0
         self._launches = 0
         self._process: subprocess.Popen[bytes] | None = None
+        self._scrape_targets: list[tuple[str, str, str]] = []
         self.startup_seconds: float | None = None
 
     @property
@@ -162,6 +165,10 @@ class PrometheusServer:
         """Queue a series for the next :meth:`start` (takes effect only after a restart)."""
         self._series.append(Series(name, dict(labels), list(samples)))
         self._dirty = True
+
+    def add_scrape_target(self, job: str, address: str, interval: str = "1s") -> None:
+        """Scrape ``http://<address>/metrics`` every ``interval`` (takes effect at the next start)."""
+        self._scrape_targets.append((job, address, interval))
 
     def clear(self) -> None:
         """Forget all series; the next :meth:`start` serves an empty TSDB."""
@@ -195,7 +202,7 @@ class PrometheusServer:
 
     def _launch(self, deadline: float) -> None:
         config = self.workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\n  evaluation_interval: 1m\nscrape_configs: []\n")
+        config.write_text(json.dumps(self._config()))  # JSON is YAML
         self._launches += 1
         with self._log_path.open("wb") as log:
             self._process = subprocess.Popen(
@@ -219,6 +226,18 @@ class PrometheusServer:
         except BaseException:
             self.stop()
             raise
+
+    def _config(self) -> dict[str, object]:
+        scrapes = [
+            {
+                "job_name": job,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "static_configs": [{"targets": [address]}],
+            }
+            for job, address, interval in self._scrape_targets
+        ]
+        return {"global": {"scrape_interval": "1m", "evaluation_interval": "1m"}, "scrape_configs": scrapes}
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop Prometheus (SIGTERM, then SIGKILL after ``timeout``); a no-op when not running."""

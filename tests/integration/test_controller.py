@@ -6,6 +6,7 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from presage_scaler.controller.app import ControllerOptions, running
@@ -57,6 +58,7 @@ def options(plane, namespace: str, **extra) -> ControllerOptions:
         kubeconfig=plane.kubeconfig,
         namespaces=(namespace,),
         grpc_port=0,
+        http_port=0,
         leader_elect=False,
         probe_period=2.0,
         **extra,
@@ -92,6 +94,21 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
         # The store every server reads is fed from that status.
         stored = app.store.get(kube_namespace, "web")
         assert stored is not None and stored.recommended_replicas == status["recommendedReplicas"]
+        # Shadow scoring starts with the first evaluation: its prediction waits for its lead time.
+        assert status["shadow"]["pending"], status["shadow"]
+
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http.port}") as http:
+            assert (await http.get("/readyz")).status_code == 200
+            assert (await http.get("/healthz")).status_code == 200
+            exposition = (await http.get("/metrics")).text
+        labels = f'namespace="{kube_namespace}",scaler="web"'
+        recommended = next(
+            line for line in exposition.splitlines() if line.startswith(f"presage_recommended_replicas{{{labels}")
+        )
+        assert float(recommended.split()[-1]) == status["recommendedReplicas"]
+        assert f"presage_current_replicas{{{labels}}} 3.0" in exposition
+        assert "presage_evaluation_duration_seconds_count" in exposition
+        assert "presage_prometheus_request_duration_seconds_count" in exposition
 
         backend = await eventually(
             lambda: get(cluster, "forecastbackend", backend_name),

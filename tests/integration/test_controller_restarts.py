@@ -115,6 +115,7 @@ def _start(plane, namespace: str, identity: str, log_path) -> subprocess.Popen:
         f"--kubeconfig={plane.kubeconfig}",
         f"--namespaces={namespace}",
         "--grpc-port=0",
+        "--http-port=0",
         f"--lease-namespace={namespace}",
         f"--identity={identity}",
         "--lease-duration=4",

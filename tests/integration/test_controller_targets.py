@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from presage_scaler.controller.app import running
@@ -67,6 +68,7 @@ async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_
     sts = predictive_scaler("db", "db", prom.url, "app_demand", backend_name)
     sts["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"}
     fleet = predictive_scaler("arena", "arena", prom.url, "app_demand", backend_name)
+    fleet["spec"]["mode"] = "Enforce"
     fleet["spec"]["scaleTargetRef"] = {
         "apiVersion": "agones.dev/v1",
         "kind": "Fleet",
@@ -86,5 +88,21 @@ async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_
         stored = app.store.get(kube_namespace, "arena")
         assert stored is not None and stored.target.kind == "Fleet"
         assert stored.agones_max_age is not None and stored.agones_max_age.total_seconds() == 300
+        # Agones asks the webhook exactly as a FleetAutoscaler does; the answer is the recommendation.
+        review = {
+            "request": {
+                "uid": "4f6c8a1e",
+                "name": "arena",
+                "namespace": kube_namespace,
+                "status": {"replicas": 7, "readyReplicas": 7, "reservedReplicas": 0, "allocatedReplicas": 2},
+            },
+            "response": None,
+        }
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http.port}") as http:
+            answer = await http.post("/agones/v1/scale", json=review)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {
+            "response": {"uid": "4f6c8a1e", "scale": True, "replicas": arena["status"]["recommendedReplicas"]}
+        }
     # presage never writes the Fleet.
     assert get(plane, "fleet", "arena", kube_namespace)["spec"]["replicas"] == 4

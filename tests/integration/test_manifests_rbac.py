@@ -54,7 +54,9 @@ async def test_controller_runs_with_its_service_account(cluster, kube_namespace,
     with_token["spec"]["signal"]["prometheus"]["bearerTokenSecretRef"] = {"name": "prometheus-token", "key": "token"}
     apply(cluster, with_token)
 
-    options = ControllerOptions(kubeconfig=kubeconfig, grpc_port=0, lease_namespace="presage-system", probe_period=2)
+    options = ControllerOptions(
+        kubeconfig=kubeconfig, grpc_port=0, http_port=0, lease_namespace="presage-system", probe_period=2
+    )
     async with running(options) as app:
         checkout = await eventually(
             lambda: get(cluster, "predictivescaler", "checkout", kube_namespace),

@@ -1,0 +1,343 @@
+"""Shadow scoring: was a recommendation right, once the moment it was made for has been observed?
+
+A recommendation made at time *t* provisions for *t + lead*: capacity requested at *t* is ready
+then. So it is scored against the demand observed at the first sample at or after *t + lead* (on
+each signal's own grid). The replicas that demand **required** are the largest, over signals, of
+⌈observed demand / per-replica capacity⌉ — no headroom, no buffer: what was actually needed.
+
+* **covered**: recommended ≥ required.
+* **over-provisioning**: max(recommended − required, 0) / max(required, 1); 0 when it fell short
+  (a shortfall shows up in coverage instead).
+
+The same two numbers are computed for the **reactive** figure at *t* (the reactive floor alone,
+within min/max): a reactive autoscaler decides from demand at *t* and its replicas are ready at
+*t + lead*, so scoring it on the same moments measures exactly the lag presage exists to remove.
+
+State is bounded and lives in ``.status.shadow`` so it survives restarts: the recommendations not
+yet scored (at most :data:`SHADOW_MAX_PENDING`; when full, new ones are not recorded until older
+ones are scored, which thins the sample without favouring any outcome) and hourly aggregates over
+the last :data:`SHADOW_HOURS` hours. Pure: no I/O, time comes in as arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from presage_scaler.api.types import (
+    SHADOW_HOURS,
+    SHADOW_MAX_PENDING,
+    PolicySpec,
+    ShadowBucket,
+    ShadowPrediction,
+    ShadowStatus,
+)
+from presage_scaler.evaluator import Recommendation, SignalData
+
+BUCKET = timedelta(hours=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Demand is a float; 3.0000000001 replicas' worth is still 3 replicas (as in the policy).
+_CEIL_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What was recommended at ``at``, for the moment ``at + lead``."""
+
+    at: datetime
+    replicas: int
+    reactive: int
+    lead: timedelta
+
+    @property
+    def due(self) -> datetime:
+        return self.at + self.lead
+
+
+@dataclass(frozen=True)
+class Score:
+    """One prediction, scored: the replicas demand required at ``moment`` against both figures."""
+
+    prediction: Prediction
+    moment: datetime
+    required: int
+
+    @property
+    def covered(self) -> bool:
+        return self.prediction.replicas >= self.required
+
+    @property
+    def reactive_covered(self) -> bool:
+        return self.prediction.reactive >= self.required
+
+    @property
+    def over_provisioning(self) -> float:
+        return over_provisioning(self.prediction.replicas, self.required)
+
+    @property
+    def reactive_over_provisioning(self) -> float:
+        return over_provisioning(self.prediction.reactive, self.required)
+
+
+def over_provisioning(replicas: int, required: int) -> float:
+    """max(replicas − required, 0) / max(required, 1): the excess as a fraction of what was needed."""
+    return max(replicas - required, 0) / max(required, 1)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Scores whose moment fell in the hour starting at ``start``; the ratios are kept as sums."""
+
+    start: datetime
+    samples: int = 0
+    covered: int = 0
+    reactive_covered: int = 0
+    over_provisioning: float = 0.0
+    reactive_over_provisioning: float = 0.0
+
+    def add(self, score: Score) -> Bucket:
+        return replace(
+            self,
+            samples=self.samples + 1,
+            covered=self.covered + score.covered,
+            reactive_covered=self.reactive_covered + score.reactive_covered,
+            over_provisioning=self.over_provisioning + score.over_provisioning,
+            reactive_over_provisioning=self.reactive_over_provisioning + score.reactive_over_provisioning,
+        )
+
+
+@dataclass(frozen=True)
+class ShadowSummary:
+    """The rolling summary over the kept hours; the ratios are None until something was scored."""
+
+    samples: int
+    pending: int
+    coverage: float | None
+    reactive_coverage: float | None
+    over_provisioning: float | None
+    reactive_over_provisioning: float | None
+    window_start: datetime | None
+    last_scored_time: datetime | None
+
+
+def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Prediction:
+    """The prediction an evaluation makes; its reactive figure is the floor alone, within min/max.
+
+    The floor is computed per signal even when it is disabled, so the comparison is always there.
+    """
+    floor = max(s.reactive_replicas for s in recommendation.decision.signals)
+    reactive = min(max(floor, policy.min_replicas), policy.max_replicas)
+    return Prediction(
+        # Whole seconds, as status keeps them, so a restored prediction is scored on the same sample.
+        at=recommendation.generated_at.replace(microsecond=0),
+        replicas=recommendation.replicas,
+        reactive=reactive,
+        lead=timedelta(seconds=round(recommendation.lead_time.value.total_seconds())),
+    )
+
+
+def _ceil(value: float) -> int:
+    return max(0, math.ceil(value - _CEIL_TOLERANCE))
+
+
+def align_down(moment: datetime, step: timedelta) -> datetime:
+    """``moment`` aligned down to a multiple of ``step`` since the Unix epoch. For a range query made
+    at ``moment`` this is the time of its newest point (the grid of
+    :func:`presage_scaler.prometheus.history_window`)."""
+    return _EPOCH + ((moment - _EPOCH) // step) * step
+
+
+def _first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:
+    aligned = align_down(moment, step)
+    return aligned if aligned == moment else aligned + step
+
+
+def _observed_at(signal: SignalData, moment: datetime, now: datetime) -> float | None:
+    """The signal's value at the first sample at or after ``moment``; None while not yet observed."""
+    step = signal.history.step
+    sample = _first_sample_at_or_after(moment, step)
+    back = (align_down(now, step) - sample) // step
+    values = signal.history.values
+    if back < 0 or back >= len(values):
+        return None
+    return float(values[len(values) - 1 - back])
+
+
+def required_replicas(data: Sequence[SignalData], moment: datetime, now: datetime) -> int | None:
+    """Replicas the observed demand at ``moment`` required; None until every signal has observed it."""
+    if not data:
+        return None
+    required = 0
+    for signal in data:
+        value = _observed_at(signal, moment, now)
+        if value is None:
+            return None
+        required = max(required, _ceil(max(value, 0.0) / signal.capacity))
+    return required
+
+
+class ShadowLedger:
+    """Pending predictions and hourly score aggregates for one PredictiveScaler.
+
+    Restore it with :meth:`from_status` from the status the evaluation started from, call
+    :meth:`observe` with the new recommendation (it scores what the new data settles, then records
+    the new prediction), and write :meth:`status_patch` (or :meth:`to_status`) to ``.status.shadow``.
+    """
+
+    def __init__(
+        self,
+        pending: Iterable[Prediction] = (),
+        buckets: Iterable[Bucket] = (),
+        *,
+        last_scored: datetime | None = None,
+        max_pending: int = SHADOW_MAX_PENDING,
+        hours: int = SHADOW_HOURS,
+    ) -> None:
+        self.max_pending = max_pending
+        self.hours = hours
+        self._pending = sorted(pending, key=lambda p: p.at)[:max_pending]
+        self._buckets = {b.start: b for b in buckets}
+        self._last_scored = last_scored
+
+    @property
+    def pending(self) -> tuple[Prediction, ...]:
+        return tuple(self._pending)
+
+    def record(self, prediction: Prediction) -> bool:
+        """Queue a prediction for scoring; False (not recorded) when the queue is full."""
+        if len(self._pending) >= self.max_pending:
+            return False
+        self._pending.append(prediction)
+        return True
+
+    def settle(self, data: Sequence[SignalData], now: datetime) -> list[Score]:
+        """Score every pending prediction whose moment ``data`` (queried at ``now``) has observed.
+
+        A prediction whose moment has fallen out of the history, or out of the kept hours, is dropped
+        unscored: it can no longer be judged.
+        """
+        scores: list[Score] = []
+        horizon = self._oldest_kept(now)
+        still_pending = []
+        for prediction in self._pending:
+            required = required_replicas(data, prediction.due, now)
+            if required is not None:
+                scores.append(Score(prediction, prediction.due, required))
+            elif prediction.due >= horizon and not self._lost(data, prediction.due, now):
+                still_pending.append(prediction)
+        self._pending = still_pending
+        for score in scores:
+            start = align_down(score.moment, BUCKET)
+            self._buckets[start] = self._buckets.get(start, Bucket(start)).add(score)
+            if self._last_scored is None or score.moment > self._last_scored:
+                self._last_scored = score.moment
+        self._buckets = {start: b for start, b in self._buckets.items() if start >= horizon}
+        return scores
+
+    def observe(self, recommendation: Recommendation, policy: PolicySpec) -> list[Score]:
+        """Score what the recommendation's data settles, then record the recommendation itself."""
+        scores = self.settle(recommendation.data, recommendation.generated_at)
+        self.record(prediction_from(recommendation, policy))
+        return scores
+
+    def _oldest_kept(self, now: datetime) -> datetime:
+        return align_down(now, BUCKET) - (self.hours - 1) * BUCKET
+
+    @staticmethod
+    def _lost(data: Sequence[SignalData], moment: datetime, now: datetime) -> bool:
+        """Whether some signal's history already starts after ``moment`` (it will never be seen)."""
+        for signal in data:
+            step = signal.history.step
+            first = align_down(now, step) - (len(signal.history.values) - 1) * step
+            if _first_sample_at_or_after(moment, step) < first:
+                return True
+        return False
+
+    def summary(self) -> ShadowSummary:
+        buckets = sorted(self._buckets.values(), key=lambda b: b.start)
+        samples = sum(b.samples for b in buckets)
+
+        def ratio(total: float) -> float | None:
+            return total / samples if samples else None
+
+        last = self._last_scored
+        return ShadowSummary(
+            samples=samples,
+            pending=len(self._pending),
+            coverage=ratio(sum(b.covered for b in buckets)),
+            reactive_coverage=ratio(sum(b.reactive_covered for b in buckets)),
+            over_provisioning=ratio(sum(b.over_provisioning for b in buckets)),
+            reactive_over_provisioning=ratio(sum(b.reactive_over_provisioning for b in buckets)),
+            window_start=buckets[0].start if buckets else None,
+            last_scored_time=last,
+        )
+
+    def to_status(self) -> ShadowStatus:
+        """``.status.shadow``: the summary, and the state :meth:`from_status` restores from."""
+        summary = self.summary()
+        buckets = sorted(self._buckets.values(), key=lambda b: b.start)
+        return ShadowStatus(
+            buckets=[
+                ShadowBucket(
+                    start=b.start,
+                    samples=b.samples,
+                    covered=b.covered,
+                    reactive_covered=b.reactive_covered,
+                    over_provisioning=b.over_provisioning / b.samples,
+                    reactive_over_provisioning=b.reactive_over_provisioning / b.samples,
+                )
+                for b in buckets
+                if b.samples
+            ]
+            or None,
+            coverage=summary.coverage,
+            last_scored_time=summary.last_scored_time,
+            over_provisioning=summary.over_provisioning,
+            pending=[
+                ShadowPrediction(
+                    time=p.at,
+                    replicas=p.replicas,
+                    reactive=p.reactive,
+                    lead_time_seconds=round(p.lead.total_seconds()),
+                )
+                for p in self._pending
+            ]
+            or None,
+            reactive_coverage=summary.reactive_coverage,
+            reactive_over_provisioning=summary.reactive_over_provisioning,
+            samples=summary.samples,
+            window_start=summary.window_start,
+        )
+
+    def status_patch(self) -> dict[str, Any]:
+        """``.status.shadow`` for a JSON merge patch: every field present, null where absent, so
+        nothing from the previous status survives the merge (lists are replaced whole)."""
+        return self.to_status().model_dump(by_alias=True, mode="json")
+
+    @classmethod
+    def from_status(cls, status: ShadowStatus | None) -> ShadowLedger:
+        """The ledger as a previous process left it in ``.status.shadow`` (empty for None)."""
+        status = status or ShadowStatus()
+        return cls(
+            pending=(
+                Prediction(
+                    at=p.time, replicas=p.replicas, reactive=p.reactive, lead=timedelta(seconds=p.lead_time_seconds)
+                )
+                for p in status.pending or ()
+            ),
+            buckets=(
+                Bucket(
+                    start=b.start,
+                    samples=b.samples,
+                    covered=b.covered,
+                    reactive_covered=b.reactive_covered,
+                    over_provisioning=b.over_provisioning * b.samples,
+                    reactive_over_provisioning=b.reactive_over_provisioning * b.samples,
+                )
+                for b in status.buckets or ()
+            ),
+            last_scored=status.last_scored_time,
+        )

@@ -1,0 +1,305 @@
+"""The scaler's HTTP server on a real socket: probes, /metrics, and the Agones webhook, plain and TLS.
+
+Webhook bodies are byte-for-byte what Agones' ``applyWebhookPolicy`` posts (a FleetAutoscaleReview
+with ``"response": null``), and answers are checked as raw JSON, as Agones' Go decoder reads them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from presage_scaler.agones import PATH
+from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.integration.test_keda_grpc import Pem, _issue
+
+pytestmark = pytest.mark.integration
+
+NS = "games"
+UID = "0b6c3f1e-2a41-4f4e-9d7e-5c8a1e2f3b4d"
+REVIEW: dict[str, Any] = {
+    "request": {
+        "uid": UID,
+        "name": "arena",
+        "namespace": NS,
+        "status": {"replicas": 4, "readyReplicas": 2, "reservedReplicas": 0, "allocatedReplicas": 2},
+    },
+    "response": None,
+}
+
+
+def review(*, counters: bool = False, lists: bool = False, labels: bool = False, **request: str) -> bytes:
+    body = copy.deepcopy(REVIEW)
+    body["request"].update(request)
+    status = body["request"]["status"]
+    if counters:
+        status["counters"] = {"rooms": {"count": 9, "capacity": 20, "allocatedCount": 9, "allocatedCapacity": 10}}
+    if lists:
+        status["lists"] = {"players": {"count": 3, "capacity": 8, "allocatedCount": 3, "allocatedCapacity": 4}}
+    if labels:
+        body["request"]["labels"] = {"app": "arena"}
+        body["request"]["annotations"] = {"team": "netcode"}
+    # Go's encoding/json: compact, no spaces.
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def fleet_rec(
+    name: str = "arena-ps",
+    *,
+    clock: Clock,
+    namespace: str = NS,
+    mode: str = "Enforce",
+    recommended: int = 7,
+    age: timedelta = timedelta(seconds=10),
+) -> StoredRecommendation:
+    return StoredRecommendation(
+        namespace=namespace,
+        name=name,
+        mode=mode,  # type: ignore[arg-type]
+        target=TargetRef("agones.dev/v1", "Fleet", "arena"),
+        recommended_replicas=recommended,
+        current_replicas=4,
+        generated_at=clock.now - age,
+        interval=timedelta(minutes=1),
+        min_replicas=1,
+        max_replicas=50,
+        agones_max_age=timedelta(minutes=5),
+    )
+
+
+@dataclass
+class Running:
+    store: RecommendationStore
+    metrics: ScalerMetrics
+    server: HttpServer
+    client: httpx.AsyncClient
+    clock: Clock
+    readiness: list[bool | str]
+
+
+@pytest.fixture
+async def h() -> AsyncIterator[Running]:
+    store, clock, readiness = RecommendationStore(), Clock(), [False]
+    metrics = ScalerMetrics(store=store, clock=clock)
+    server = await serve_http(
+        store, metrics, host="127.0.0.1", port=0, ready=lambda: readiness[0], now=clock, grace=1.0
+    )
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=5.0) as client:
+        try:
+            yield Running(store, metrics, server, client, clock, readiness)
+        finally:
+            await server.stop(grace=1.0)
+
+
+async def post(h: Running, body: bytes) -> httpx.Response:
+    return await h.client.post(PATH, content=body, headers={"Content-Type": "application/json"})
+
+
+# --- probes and /metrics ------------------------------------------------------------------------
+
+
+async def test_port_zero_reports_the_bound_port(h: Running) -> None:
+    assert h.server.port > 0
+    assert (await h.client.get("/healthz")).status_code == 200
+
+
+async def test_readiness_follows_the_callable(h: Running) -> None:
+    response = await h.client.get("/readyz")
+    assert (response.status_code, response.text) == (503, "not ready\n")
+    h.readiness[0] = "waiting for the first store sync"
+    response = await h.client.get("/readyz")
+    assert (response.status_code, response.text) == (503, "waiting for the first store sync\n")
+    h.readiness[0] = True
+    assert (await h.client.get("/readyz")).status_code == 200
+    assert (await h.client.get("/healthz")).status_code == 200
+
+
+async def test_metrics_exposition(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock, age=timedelta(seconds=42)))
+    response = await h.client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=")
+    assert 'presage_recommendation_age_seconds{namespace="games",scaler="arena-ps"} 42.0' in response.text
+    assert "# TYPE presage_webhook_requests_total counter" in response.text
+
+
+async def test_a_taken_port_fails_loudly(h: Running) -> None:
+    with pytest.raises(OSError):
+        await serve_http(h.store, h.metrics, host="127.0.0.1", port=h.server.port)
+
+
+async def test_stop_releases_the_port() -> None:
+    store = RecommendationStore()
+    server = await serve_http(store, ScalerMetrics(), host="127.0.0.1", port=0)
+    await server.stop(grace=1.0)
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"http://127.0.0.1:{server.port}/healthz")
+
+
+# --- the webhook --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [{}, {"counters": True}, {"lists": True}, {"labels": True}, {"counters": True, "lists": True, "labels": True}],
+    ids=["plain", "counters", "lists", "labels", "everything"],
+)
+async def test_enforce_answers_with_an_integer(h: Running, shape: dict[str, bool]) -> None:
+    await h.store.put(fleet_rec(clock=h.clock, recommended=7))
+    response = await post(h, review(**shape))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"response": {"uid": UID, "scale": True, "replicas": 7}}
+    assert re.search(rb'"replicas":7[,}]', response.content), response.content
+
+
+async def test_stale_recommendation(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock, age=timedelta(minutes=4)))
+    assert (await post(h, review())).status_code == 200
+    h.clock.now += timedelta(minutes=2)  # time alone makes it stale
+    response = await post(h, review())
+    assert response.status_code == 503
+    assert response.json()["reason"] == "StaleRecommendation"
+    assert "games/arena-ps" in response.json()["message"]
+
+
+async def test_shadow_mode(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock, mode="Shadow"))
+    response = await post(h, review(labels=True))
+    assert response.status_code == 409
+    assert response.json()["reason"] == "ShadowMode"
+
+
+async def test_unknown_fleet(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    response = await post(h, review(name="lobby"))
+    assert response.status_code == 404
+    body = response.json()
+    assert body["reason"] == "NoPredictiveScaler" and "'lobby'" in body["message"]
+
+
+async def test_wrong_namespace(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock, namespace="other"))
+    response = await post(h, review())
+    assert response.status_code == 404
+    assert "'games'" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b'{"request":null,"response":null}',
+        json.dumps({"request": {"uid": UID, "name": "arena", "namespace": NS}}).encode(),
+        review().replace(b'"replicas":4', b'"replicas":"4"'),
+        review().replace(f'"uid":"{UID}",'.encode(), b""),
+    ],
+    ids=["empty", "not-json", "null-request", "no-status", "string-count", "no-uid"],
+)
+async def test_malformed_is_400(h: Running, body: bytes) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    response = await post(h, body)
+    assert response.status_code == 400
+    assert response.json()["reason"] == "MalformedRequest"
+
+
+async def test_webhook_accepts_post_only(h: Running) -> None:
+    assert (await h.client.get(PATH)).status_code == 405
+
+
+async def test_webhook_requests_are_counted(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    for body in (review(), review(), b"{}", review(name="lobby")):
+        await post(h, body)
+
+    def count(code: str) -> float | None:
+        return h.metrics.registry.get_sample_value("presage_webhook_requests_total", {"code": code})
+
+    assert (count("200"), count("400"), count("404")) == (2, 1, 1)
+    assert h.metrics.registry.get_sample_value("presage_webhook_request_duration_seconds_count") == 4
+
+
+# --- TLS ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Certs:
+    ca: Pem
+    files: TLSFiles
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    ca = _issue("presage-test-ca", None, ca=True)
+    server = _issue("presage-scaler", ca, server=True)
+    base = tmp_path_factory.mktemp("tls")
+    (base / "tls.crt").write_bytes(server.cert)
+    (base / "tls.key").write_bytes(server.key)
+    return Certs(ca, TLSFiles(base / "tls.crt", base / "tls.key"))
+
+
+def _trusting(ca: Pem) -> ssl.SSLContext:
+    return ssl.create_default_context(cadata=ca.cert.decode())
+
+
+async def _tls_server(certs: Certs, store: RecommendationStore) -> HttpServer:
+    return await serve_http(store, ScalerMetrics(), host="127.0.0.1", port=0, tls=certs.files)
+
+
+async def test_tls_webhook_verified_with_the_ca_bundle(certs: Certs) -> None:
+    clock = Clock()
+    store = RecommendationStore()
+    await store.put(fleet_rec(clock=clock, recommended=11))
+    server = await _tls_server(certs, store)
+    assert server.tls
+    try:
+        # What Agones does with the FleetAutoscaler's caBundle: verify the server against it.
+        async with httpx.AsyncClient(verify=_trusting(certs.ca), timeout=5.0) as client:
+            response = await client.post(f"https://localhost:{server.port}{PATH}", content=review(counters=True))
+            assert response.status_code == 200
+            assert response.json()["response"] == {"uid": UID, "scale": True, "replicas": 11}
+    finally:
+        await server.stop(grace=1.0)
+
+
+@pytest.mark.parametrize("client_kind", ["plain-http", "untrusted-ca"])
+async def test_tls_refuses_what_it_should(certs: Certs, client_kind: str) -> None:
+    server = await _tls_server(certs, RecommendationStore())
+    other_ca = _issue("another-ca", None, ca=True)
+    scheme, verify = ("http", True) if client_kind == "plain-http" else ("https", _trusting(other_ca))
+    try:
+        async with httpx.AsyncClient(verify=verify, timeout=5.0) as client:
+            with pytest.raises(httpx.TransportError):
+                await client.get(f"{scheme}://localhost:{server.port}/healthz")
+    finally:
+        await server.stop(grace=1.0)
+
+
+async def test_bad_certificate_fails_at_start(tmp_path: Path) -> None:
+    (tmp_path / "tls.crt").write_text("not a certificate")
+    (tmp_path / "tls.key").write_text("not a key")
+    bad = TLSFiles(tmp_path / "tls.crt", tmp_path / "tls.key")
+    with pytest.raises(ssl.SSLError):
+        await serve_http(RecommendationStore(), ScalerMetrics(), host="127.0.0.1", port=0, tls=bad)

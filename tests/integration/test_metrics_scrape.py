@@ -1,0 +1,136 @@
+"""A real Prometheus scrapes the scaler's /metrics: every series the dashboard queries is ingested.
+
+The scaler side is real too: the HTTP server on a socket, the KEDA gRPC server reporting its calls,
+an evaluation from the production decision code and a shadow ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.backends.base import Forecast, History, ModelIdentity
+from presage_scaler.evaluator import SignalData, decide, signal_specs
+from presage_scaler.grpc_server import serve
+from presage_scaler.http_server import serve_http
+from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
+from presage_scaler.leadtime import LeadTime
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.policy import PolicyState
+from presage_scaler.proto_gen import externalscaler_pb2 as pb
+from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
+from presage_scaler.shadow import Prediction, ShadowLedger
+from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.fixtures_prometheus import PrometheusFactory
+from tests.unit.test_dashboard import expressions, metric_names
+
+pytestmark = pytest.mark.integration
+
+NS, NAME = "shop", "web"
+PROM = {"address": "http://prometheus:9090", "query": "q"}
+SPEC = parse(
+    PredictiveScalerSpec,
+    {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "policy": {"maxReplicas": 40},
+        "leadTime": {"static": "3m"},
+        "signals": [
+            {"name": "rps", "prometheus": PROM, "capacity": {"perReplica": 10}, "resolution": "1m"},
+            {"name": "cpu", "prometheus": PROM, "capacity": {"perReplica": 2}, "resolution": "1m"},
+        ],
+    },
+)
+
+
+async def _populate(store: RecommendationStore, metrics: ScalerMetrics) -> int:
+    """One evaluation, its shadow summary, an error and dependency calls; returns the recommendation."""
+    now = datetime.now(UTC)
+    data = [
+        SignalData(s, History(np.array([level] * 5), s.resolution), gap_steps=0, capacity=s.per_replica)
+        for s, level in zip(signal_specs(SPEC), (100.0, 4.0), strict=True)
+    ]
+    forecasts = [
+        Forecast(point=np.full(8, v), quantiles={0.5: np.full(8, v * 0.9), 0.9: np.full(8, v * 1.1)})
+        for v in (100.0, 4.0)
+    ]
+    lead = LeadTime(timedelta(minutes=3), "Static")
+    rec = decide(SPEC, data, forecasts, ModelIdentity("SeasonalNaive"), lead, 10, PolicyState(), now)
+    metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.3)
+    ledger = ShadowLedger()
+    ledger.record(Prediction(now - timedelta(minutes=5), 12, 9, lead.value))  # needs 10, reactive had 9
+    ledger.settle(data, now)
+    metrics.observe_shadow(NS, NAME, ledger.summary())
+    metrics.observe_error(NS, NAME, "NoData")
+    metrics.observe_backend_call("default", 0.2, "success")
+    metrics.observe_prometheus_call("range", 0.01, "success")
+    await store.put(
+        StoredRecommendation(
+            NS, NAME, "Enforce", TargetRef("apps/v1", "Deployment", "web"), rec.replicas, 10, now, SPEC.interval, 1, 40
+        )
+    )
+    return rec.replicas
+
+
+async def _query(client: httpx.AsyncClient, promql: str) -> list[dict]:
+    response = await client.get("/api/v1/query", params={"query": promql})
+    response.raise_for_status()
+    return response.json()["data"]["result"]
+
+
+async def test_prometheus_ingests_every_series_the_dashboard_uses(prometheus_factory: PrometheusFactory) -> None:
+    store = RecommendationStore()
+    metrics = ScalerMetrics(store=store)
+    recommended = await _populate(store, metrics)
+    keda = await serve(
+        store, StaticScaledObjectTriggers(), host="127.0.0.1", port=0, observe=metrics.observe_grpc_request
+    )
+    http = await serve_http(store, metrics, host="127.0.0.1", port=0)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{keda.port}") as channel:
+            stub = pb_grpc.ExternalScalerStub(channel)
+            ref = pb.ScaledObjectRef(name="web-so", namespace=NS, scalerMetadata={"predictiveScaler": NAME})
+            assert (
+                await stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName=metric_name(NAME)))
+            ).metricValues
+            missing = pb.ScaledObjectRef(name="x", namespace=NS, scalerMetadata={"predictiveScaler": "ghost"})
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub.IsActive(missing)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http.port}") as client:
+            assert (await client.post("/agones/v1/scale", content=b"{}")).status_code == 400
+
+        prometheus = prometheus_factory(start=False)
+        prometheus.add_scrape_target("presage", f"127.0.0.1:{http.port}", interval="1s")
+        prometheus.start()
+        wanted = set().union(*(metric_names(e) for e in expressions()))
+        async with httpx.AsyncClient(base_url=prometheus.url, timeout=5.0) as client:
+            ingested: set[str] = set()
+            for _ in range(150):
+                series = await _query(client, '{__name__=~"presage_.+", job="presage"}')
+                ingested = {s["metric"]["__name__"] for s in series}
+                if wanted <= ingested:
+                    break
+                await asyncio.sleep(0.2)
+            assert wanted <= ingested, f"not ingested: {sorted(wanted - ingested)}\n{prometheus.log_tail()}"
+
+            assert [r["value"][1] for r in await _query(client, 'up{job="presage"}')] == ["1"]
+            result = await _query(client, f'presage_recommended_replicas{{namespace="{NS}", scaler="{NAME}"}}')
+            assert [r["value"][1] for r in result] == [str(recommended)]
+            grpc_calls = await _query(client, "presage_grpc_requests_total")
+            assert {(r["metric"]["method"], r["metric"]["code"], r["value"][1]) for r in grpc_calls} == {
+                ("GetMetrics", "OK", "1"),
+                ("IsActive", "NOT_FOUND", "1"),
+            }
+            webhook = await _query(client, "presage_webhook_requests_total")
+            assert [(r["metric"]["code"], r["value"][1]) for r in webhook] == [("400", "1")]
+            coverage = await _query(client, "presage_shadow_coverage_ratio")
+            assert {(r["metric"]["policy"], r["value"][1]) for r in coverage} == {("presage", "1"), ("reactive", "0")}
+    finally:
+        await http.stop(grace=1.0)
+        await keda.stop(grace=1)

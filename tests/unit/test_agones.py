@@ -1,0 +1,225 @@
+"""The Agones webhook's decisions, over the store, with request bodies shaped exactly as Agones sends them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from presage_scaler.agones import MAX_BODY_BYTES, WebhookError, answer
+from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+NS = "games"
+UID = "4d0d5c2e-9f6b-4e8e-8a43-2b1f0a7c9d11"
+
+# What Agones' applyWebhookPolicy marshals: a FleetAutoscaleReview with the Fleet's status.
+MINIMAL: dict[str, Any] = {
+    "request": {
+        "uid": UID,
+        "name": "arena",
+        "namespace": NS,
+        "status": {"replicas": 4, "readyReplicas": 2, "reservedReplicas": 0, "allocatedReplicas": 2},
+    },
+    "response": None,
+}
+FULL: dict[str, Any] = copy.deepcopy(MINIMAL)
+FULL["request"]["status"].update(
+    {
+        "players": {"count": 17, "capacity": 40},
+        "counters": {"rooms": {"count": 9, "capacity": 20, "allocatedCount": 9, "allocatedCapacity": 10}},
+        "lists": {"players": {"count": 3, "capacity": 8, "allocatedCount": 3, "allocatedCapacity": 4}},
+    }
+)
+FULL["request"]["labels"] = {"app": "arena", "team": "netcode"}
+FULL["request"]["annotations"] = {"agones.dev/sdk-version": "1.45.0"}
+
+
+def fleet_rec(
+    name: str = "arena-ps",
+    *,
+    fleet: str = "arena",
+    namespace: str = NS,
+    mode: str = "Enforce",
+    recommended: int = 7,
+    age: timedelta = timedelta(seconds=20),
+    max_age: timedelta | None = None,
+    min_replicas: int = 1,
+    max_replicas: int = 50,
+    api_version: str = "agones.dev/v1",
+    kind: str = "Fleet",
+) -> StoredRecommendation:
+    return StoredRecommendation(
+        namespace=namespace,
+        name=name,
+        mode=mode,  # type: ignore[arg-type]
+        target=TargetRef(api_version, kind, fleet),
+        recommended_replicas=recommended,
+        current_replicas=4,
+        generated_at=NOW - age,
+        interval=timedelta(minutes=1),
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        agones_max_age=max_age,
+    )
+
+
+async def store_with(*recs: StoredRecommendation) -> RecommendationStore:
+    store = RecommendationStore()
+    for rec in recs:
+        await store.put(rec)
+    return store
+
+
+def body(review: Any) -> bytes:
+    return json.dumps(review).encode()
+
+
+def refusal(store: RecommendationStore, payload: bytes, now: datetime = NOW) -> WebhookError:
+    with pytest.raises(WebhookError) as caught:
+        answer(store, payload, now)
+    return caught.value
+
+
+@pytest.mark.parametrize("review", [MINIMAL, FULL], ids=["plain", "players-counters-lists-labels"])
+async def test_enforce_answers_the_recommendation(review: dict[str, Any]) -> None:
+    store = await store_with(fleet_rec(recommended=7))
+    result = answer(store, body(review), NOW)
+    assert result == {"response": {"uid": UID, "scale": True, "replicas": 7}}
+    # Agones unmarshals replicas into an int32: it must be an integer literal on the wire.
+    assert re.search(r'"replicas": 7[,}]', json.dumps(result))
+
+
+@pytest.mark.parametrize(("recommended", "expected"), [(80, 50), (0, 2), (2, 2), (50, 50)])
+async def test_min_and_max_are_applied(recommended: int, expected: int) -> None:
+    store = await store_with(fleet_rec(recommended=recommended, min_replicas=2, max_replicas=50))
+    assert answer(store, body(MINIMAL), NOW)["response"]["replicas"] == expected
+
+
+@pytest.mark.parametrize(
+    ("max_age", "age", "fresh"),
+    [
+        (None, timedelta(minutes=5), True),  # default maxRecommendationAge is 5m
+        (None, timedelta(minutes=5, seconds=1), False),
+        (timedelta(minutes=10), timedelta(minutes=9), True),
+        (timedelta(minutes=2), timedelta(minutes=3), False),
+    ],
+)
+async def test_stale_recommendation_is_refused(max_age: timedelta | None, age: timedelta, fresh: bool) -> None:
+    store = await store_with(fleet_rec(max_age=max_age, age=age, recommended=5))
+    if fresh:
+        assert answer(store, body(MINIMAL), NOW)["response"]["replicas"] == 5
+    else:
+        err = refusal(store, body(MINIMAL))
+        assert (err.status, err.reason) == (503, "StaleRecommendation")
+        assert f"{NS}/arena-ps" in err.message and "maxRecommendationAge" in err.message
+
+
+async def test_shadow_is_refused_so_the_chain_falls_through() -> None:
+    store = await store_with(fleet_rec(mode="Shadow"))
+    err = refusal(store, body(FULL))
+    assert (err.status, err.reason) == (409, "ShadowMode")
+    assert "Enforce" in err.message
+
+
+async def test_unknown_fleet_is_not_found() -> None:
+    store = await store_with(fleet_rec(fleet="lobby"))
+    err = refusal(store, body(MINIMAL))
+    assert (err.status, err.reason) == (404, "NoPredictiveScaler")
+    assert "'arena'" in err.message and repr(NS) in err.message
+
+
+async def test_scaler_in_another_namespace_is_not_found() -> None:
+    store = await store_with(fleet_rec(namespace="other-games"))
+    assert refusal(store, body(MINIMAL)).status == 404
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"), [("apps/v1", "Deployment"), ("apps/v1", "Fleet"), ("agones.dev/v1", "GameServerSet")]
+)
+async def test_only_an_agones_fleet_target_matches(api_version: str, kind: str) -> None:
+    store = await store_with(fleet_rec(api_version=api_version, kind=kind))
+    assert refusal(store, body(MINIMAL)).status == 404
+
+
+async def test_two_scalers_for_one_fleet_is_a_conflict() -> None:
+    store = await store_with(fleet_rec("b-ps"), fleet_rec("a-ps"))
+    err = refusal(store, body(MINIMAL))
+    assert (err.status, err.reason) == (409, "AmbiguousFleet")
+    assert "a-ps, b-ps" in err.message
+
+
+def _without(path: str) -> dict[str, Any]:
+    review = copy.deepcopy(MINIMAL)
+    *parents, leaf = path.split(".")
+    node = review
+    for key in parents:
+        node = node[key]
+    del node[leaf]
+    return review
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    review = copy.deepcopy(MINIMAL)
+    *parents, leaf = path.split(".")
+    node = review
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+    return review
+
+
+@pytest.mark.parametrize(
+    ("payload", "needle"),
+    [
+        (b"", "invalid JSON"),
+        (b"{not json", "invalid JSON"),
+        (b"\xff\xfe\xfa", "invalid JSON"),
+        (body([MINIMAL]), "the body must be a JSON object"),
+        (body({"response": None}), "request must be a JSON object"),
+        (body(_with("request", None)), "request must be a JSON object"),
+        (body(_without("request.status")), "request.status must be a JSON object"),
+        (body(_without("request.uid")), "request.uid"),
+        (body(_with("request.uid", "")), "request.uid"),
+        (body(_with("request.uid", 42)), "request.uid"),
+        (body(_without("request.name")), "request.name"),
+        (body(_without("request.namespace")), "request.namespace"),
+        (body(_without("request.status.allocatedReplicas")), "request.status.allocatedReplicas"),
+        (body(_with("request.status.replicas", "4")), "request.status.replicas"),
+        (body(_with("request.status.replicas", 4.5)), "request.status.replicas"),
+        (body(_with("request.status.replicas", True)), "request.status.replicas"),
+        (body(_with("request.status.readyReplicas", -1)), "request.status.readyReplicas"),
+        (body(_with("request.status.counters", [1, 2])), "request.status.counters"),
+        (body(_with("request.status.lists", "players")), "request.status.lists"),
+        (body(_with("request.labels", {"app": 1})), "request.labels"),
+        (body(_with("request.annotations", ["a"])), "request.annotations"),
+    ],
+)
+async def test_malformed_bodies_are_bad_requests(payload: bytes, needle: str) -> None:
+    store = await store_with(fleet_rec())
+    err = refusal(store, payload)
+    assert (err.status, err.reason) == (400, "MalformedRequest")
+    assert needle in err.message
+
+
+async def test_oversized_body_is_refused() -> None:
+    store = await store_with(fleet_rec())
+    err = refusal(store, b" " * (MAX_BODY_BYTES + 1))
+    assert err.status == 413
+
+
+async def test_unknown_fields_are_tolerated() -> None:
+    # Newer Agones versions add fields (e.g. request.metadata); they must not break the webhook.
+    review = _with("request.metadata", {"generation": 3})
+    review["request"]["status"]["somethingNew"] = {"x": 1}
+    store = await store_with(fleet_rec(recommended=3))
+    assert answer(store, body(review), NOW)["response"]["replicas"] == 3
+
+
+def test_refusal_body_is_json_with_reason_and_message() -> None:
+    err = WebhookError(503, "StaleRecommendation", "too old")
+    assert json.loads(json.dumps(err.body())) == {"reason": "StaleRecommendation", "message": "too old"}

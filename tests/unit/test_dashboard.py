@@ -1,0 +1,142 @@
+"""The Grafana dashboard queries only metrics the scaler exports, and shows what the issue asks for."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.store import RecommendationStore
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "presage.json"
+
+_STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\]]*\]")
+_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+# An identifier not inside a number or a duration (the lookbehind), and not a call (the lookahead).
+_NAME = re.compile(r"(?<![\w.:$])[A-Za-z_:][A-Za-z0-9_:]*(?!\s*\(|[A-Za-z0-9_:])")
+_KEYWORDS = {"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring"}
+_KEYWORDS |= {"group_left", "group_right", "inf", "nan", "atan2"}
+_LABEL_VALUES = re.compile(r"^label_values\((?P<expr>.*),\s*(?P<label>\w+)\)$")
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects."""
+    text = _STRING.sub('""', expr)
+    text = _MATCHERS.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    text = _LABEL_LIST.sub(" ", text)
+    return {name for name in _NAME.findall(text) if name.lower() not in _KEYWORDS}
+
+
+@pytest.mark.parametrize(
+    ("expr", "names"),
+    [
+        ('presage_a{namespace="$namespace", scaler="x"}', {"presage_a"}),
+        (
+            "histogram_quantile(0.95, sum by (le) (rate(presage_h_bucket{a='b'}[$__rate_interval])))",
+            {"presage_h_bucket"},
+        ),
+        (
+            "max by (ns, s) (presage_a) * on (ns, s) group_right max by (ns, s, sig) (presage_b)",
+            {"presage_a", "presage_b"},
+        ),
+        ("presage_a offset 5m > bool 1e3 and presage_b", {"presage_a", "presage_b"}),
+        (
+            'sum without (code) (rate(presage_c_total{code=~"5.."}[5m])) / ignoring (x) presage_d',
+            {"presage_c_total", "presage_d"},
+        ),
+    ],
+)
+def test_the_tokenizer(expr: str, names: set[str]) -> None:
+    assert metric_names(expr) == names
+
+
+def exported() -> dict[str, str]:
+    """Every series name the scaler can export (histogram and counter suffixes included) → its family."""
+    metrics = ScalerMetrics(CollectorRegistry(), store=RecommendationStore())
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
+    return {
+        family.name + suffix: family.name
+        for family in metrics.registry.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+
+
+# Families without namespace/scaler labels: the scaler's dependencies and its servers.
+PROCESS_WIDE = {
+    "presage_forecast_request_duration_seconds",
+    "presage_prometheus_request_duration_seconds",
+    "presage_grpc_requests",
+    "presage_grpc_request_duration_seconds",
+    "presage_webhook_requests",
+    "presage_webhook_request_duration_seconds",
+}
+
+
+def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))
+
+
+def dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def expressions() -> list[str]:
+    board = dashboard()
+    exprs = [t["expr"] for p in _panels(board["panels"]) for t in p.get("targets", [])]
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            match = _LABEL_VALUES.match(variable["query"]["query"])
+            assert match, variable["query"]
+            exprs.append(match["expr"])
+    return exprs
+
+
+def test_every_expression_uses_only_exported_metrics() -> None:
+    names_exported = set(exported())
+    exprs = expressions()
+    assert len(exprs) > 20
+    for expr in exprs:
+        names = metric_names(expr)
+        assert names, f"no metric in {expr!r}"
+        assert names <= names_exported, f"{expr!r} uses {sorted(names - names_exported)}, not exported"
+
+
+def test_it_shows_what_a_user_needs_per_scaler() -> None:
+    used = set().union(*(metric_names(e) for e in expressions()))
+    for wanted in (
+        "presage_signal_observed",  # demand
+        "presage_forecast_quantile",  # the forecast band
+        "presage_signal_capacity_per_replica",  # capacity
+        "presage_recommended_replicas",
+        "presage_current_replicas",
+        "presage_binding_constraint",
+        "presage_shadow_coverage_ratio",
+    ):
+        assert wanted in used, wanted
+
+
+def test_variables_and_panels() -> None:
+    board = dashboard()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert {"datasource", "namespace", "scaler"} <= set(variables)
+    assert "$namespace" in variables["scaler"]["query"]["query"]
+    panels = list(_panels(board["panels"]))
+    assert len({p["id"] for p in panels}) == len(panels)
+    families = exported()
+    for panel in (p for p in panels if p["type"] != "row"):
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        for target in panel["targets"]:
+            expr = target["expr"]
+            if any(families[name] not in PROCESS_WIDE for name in metric_names(expr)):
+                assert 'namespace="$namespace", scaler="$scaler"' in expr, expr

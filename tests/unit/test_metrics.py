@@ -1,0 +1,277 @@
+"""ScalerMetrics: what each call exports, what it removes, and how many series it can make."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from presage_scaler import metrics as metrics_module
+from presage_scaler.api.parse import parse
+from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
+from presage_scaler.backends.base import BackendUnavailable, Forecast, ForecastRequest, History, ModelIdentity
+from presage_scaler.evaluator import Recommendation, SignalData, SignalSpec, decide, signal_specs
+from presage_scaler.leadtime import LeadTime
+from presage_scaler.metrics import CONSTRAINT_LABELS, ERROR_REASONS, ScalerMetrics, TimedBackend, TimedSignalSource
+from presage_scaler.policy import PolicyState
+from presage_scaler.shadow import ShadowSummary
+from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+NS, NAME = "shop", "web"
+PROM = {"address": "http://prometheus:9090", "query": "q"}
+SPEC = parse(
+    PredictiveScalerSpec,
+    {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "policy": {"maxReplicas": 40},
+        "leadTime": {"static": "3m"},
+        "signals": [
+            {"name": "rps", "prometheus": PROM, "capacity": {"perReplica": 10}, "resolution": "1m"},
+            {"name": "cpu", "prometheus": PROM, "capacity": {"perReplica": 2}, "resolution": "1m"},
+        ],
+    },
+)
+
+
+def _forecast(level: float) -> Forecast:
+    return Forecast(point=np.full(10, level), quantiles={0.5: np.full(10, level * 0.9), 0.9: np.full(10, level * 1.1)})
+
+
+def evaluate(rps: float, cpu: float, *, current: int = 10, spec: PredictiveScalerSpec = SPEC) -> Recommendation:
+    data = [
+        SignalData(s, History(np.array([level] * 5), s.resolution), gap_steps=1, capacity=s.per_replica)
+        for s, level in zip(signal_specs(spec), (rps, cpu), strict=False)
+    ]
+    forecasts = [_forecast(level) for level in (rps, cpu)][: len(data)]
+    lead = LeadTime(timedelta(minutes=3), "Static")
+    return decide(spec, data, forecasts, ModelIdentity("SeasonalNaive"), lead, current, PolicyState(), NOW)
+
+
+@pytest.fixture
+def metrics() -> ScalerMetrics:
+    return ScalerMetrics(CollectorRegistry())
+
+
+def value(m: ScalerMetrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def scaler(**labels: str) -> dict[str, str]:
+    return {"namespace": NS, "scaler": NAME, **labels}
+
+
+def series_of(m: ScalerMetrics, name: str) -> list[dict[str, str]]:
+    return [s.labels for family in m.registry.collect() for s in family.samples if s.name == name]
+
+
+def test_evaluation_gauges(metrics: ScalerMetrics) -> None:
+    rec = evaluate(rps=100.0, cpu=4.0)  # rps binds: ⌈110 × 1.1 / 10⌉ = 13 replicas
+    metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.42)
+    assert rec.breakdown.binding_signal == "rps"
+    assert value(metrics, "presage_recommended_replicas", **scaler()) == rec.replicas
+    assert value(metrics, "presage_predictive_replicas", **scaler()) == 13
+    assert value(metrics, "presage_reactive_replicas", **scaler()) == rec.breakdown.reactive
+    assert value(metrics, "presage_current_replicas", **scaler()) == 10
+    assert value(metrics, "presage_lead_time_seconds", **scaler()) == 180
+    assert value(metrics, "presage_forecast_point", **scaler(signal="rps")) == 100.0
+    assert value(metrics, "presage_forecast_quantile", **scaler(signal="rps", quantile="0.9")) == pytest.approx(110)
+    assert value(metrics, "presage_forecast_quantile", **scaler(signal="rps", quantile="0.5")) == pytest.approx(90)
+    assert value(metrics, "presage_signal_observed", **scaler(signal="cpu")) == 4.0
+    assert value(metrics, "presage_signal_capacity_per_replica", **scaler(signal="cpu")) == 2.0
+    assert value(metrics, "presage_signal_replicas", **scaler(signal="rps")) == 13
+    assert value(metrics, "presage_signal_gap_steps", **scaler(signal="rps")) == 1
+    assert value(metrics, "presage_binding_signal", **scaler(signal="rps")) == 1
+    assert value(metrics, "presage_binding_signal", **scaler(signal="cpu")) == 0
+    assert value(metrics, "presage_evaluation_duration_seconds_count", **scaler()) == 1
+    assert value(metrics, "presage_evaluation_duration_seconds_sum", **scaler()) == pytest.approx(0.42)
+
+
+def test_binding_constraint_is_one_hot(metrics: ScalerMetrics) -> None:
+    rec = evaluate(rps=100.0, cpu=4.0, current=10)
+    metrics.observe_evaluation(NS, NAME, rec, 10, 0.1)
+    constraint = rec.breakdown.constraint or "Forecast"
+    values = {c: value(metrics, "presage_binding_constraint", **scaler(constraint=c)) for c in CONSTRAINT_LABELS}
+    assert values == {c: float(c == constraint) for c in CONSTRAINT_LABELS}
+    # A scale-up beyond maxScaleUpRate from 2 replicas is capped.
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0, current=2), 2, 0.1)
+    assert value(metrics, "presage_binding_constraint", **scaler(constraint="MaxScaleUpRate")) == 1
+    assert (
+        sum(value(metrics, "presage_binding_constraint", **scaler(constraint=c)) or 0 for c in CONSTRAINT_LABELS) == 1
+    )
+
+
+def test_a_signal_that_stops_binding_loses_its_forecast_series(metrics: ScalerMetrics) -> None:
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=10.0, cpu=40.0), 10, 0.1)  # cpu binds now
+    assert {s["signal"] for s in series_of(metrics, "presage_forecast_point")} == {"cpu"}
+    assert {s["signal"] for s in series_of(metrics, "presage_forecast_quantile")} == {"cpu"}
+    assert value(metrics, "presage_binding_signal", **scaler(signal="rps")) == 0
+
+
+def test_reactive_gauge_is_absent_when_the_floor_is_disabled(metrics: ScalerMetrics) -> None:
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    wire = SPEC.to_wire()
+    wire["policy"]["reactiveFloor"] = {"enabled": False}
+    no_floor = parse(PredictiveScalerSpec, wire)
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0, spec=no_floor), 10, 0.1)
+    assert series_of(metrics, "presage_reactive_replicas") == []
+
+
+def test_errors_use_a_closed_set_of_reasons(metrics: ScalerMetrics) -> None:
+    metrics.observe_error(NS, NAME, "NoData")
+    metrics.observe_error(NS, NAME, "NoData")
+    metrics.observe_error(NS, NAME, "SomethingFromTheFuture")
+    assert value(metrics, "presage_evaluation_errors_total", **scaler(reason="NoData")) == 2
+    assert value(metrics, "presage_evaluation_errors_total", **scaler(reason="Other")) == 1
+    assert value(metrics, "presage_evaluation_errors_total", **scaler(reason="SomethingFromTheFuture")) is None
+
+
+_REASON_LITERAL = re.compile(r'(?:EvaluationError|Failure|BackendUnusable)\(\s*"([A-Za-z]+)"|reason = "([A-Za-z]+)"')
+
+
+def test_every_reason_the_code_raises_is_exported_as_itself() -> None:
+    """A new failure reason must be added to ERROR_REASONS, or its errors are counted as Other."""
+    package = Path(metrics_module.__file__).parent
+    raised = {
+        next(g for g in match.groups() if g)
+        for path in package.rglob("*.py")
+        for match in _REASON_LITERAL.finditer(path.read_text())
+    }
+    assert {"NoData", "InvalidSpec", "HorizonTooShort"} <= raised  # the scan finds them
+    assert raised <= ERROR_REASONS, f"add to presage_scaler.metrics.ERROR_REASONS: {sorted(raised - ERROR_REASONS)}"
+
+
+def test_shadow_summary(metrics: ScalerMetrics) -> None:
+    summary = ShadowSummary(
+        samples=120,
+        pending=3,
+        coverage=0.99,
+        reactive_coverage=0.9,
+        over_provisioning=0.2,
+        reactive_over_provisioning=0.05,
+        window_start=NOW,
+        last_scored_time=NOW,
+    )
+    metrics.observe_shadow(NS, NAME, summary)
+    assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="presage")) == 0.99
+    assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="reactive")) == 0.9
+    assert value(metrics, "presage_shadow_overprovisioning_ratio", **scaler(policy="presage")) == 0.2
+    assert value(metrics, "presage_shadow_overprovisioning_ratio", **scaler(policy="reactive")) == 0.05
+    assert value(metrics, "presage_shadow_scored_predictions", **scaler()) == 120
+    assert value(metrics, "presage_shadow_pending_predictions", **scaler()) == 3
+    empty = ShadowSummary(0, 1, None, None, None, None, None, None)
+    metrics.observe_shadow(NS, NAME, empty)
+    assert series_of(metrics, "presage_shadow_coverage_ratio") == []
+    assert value(metrics, "presage_shadow_pending_predictions", **scaler()) == 1
+
+
+def test_forget_removes_every_series_of_the_scaler(metrics: ScalerMetrics) -> None:
+    for name in (NAME, "api"):
+        metrics.observe_evaluation(NS, name, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+        metrics.observe_error(NS, name, "NoData")
+        metrics.observe_shadow(NS, name, ShadowSummary(1, 0, 1.0, 1.0, 0.0, 0.0, NOW, NOW))
+    metrics.forget(NS, NAME)
+    remaining = {
+        (s.labels.get("namespace"), s.labels.get("scaler"))
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if "scaler" in s.labels
+    }
+    assert remaining == {(NS, "api")}
+    metrics.forget_all()
+    assert not any("scaler" in s.labels for family in metrics.registry.collect() for s in family.samples)
+
+
+async def test_recommendation_age_is_computed_at_scrape_time() -> None:
+    store = RecommendationStore()
+    now = [NOW]
+    metrics = ScalerMetrics(CollectorRegistry(), store=store, clock=lambda: now[0])
+    target = TargetRef("agones.dev/v1", "Fleet", "arena")
+    await store.put(
+        StoredRecommendation(NS, NAME, "Shadow", target, 3, 2, NOW - timedelta(seconds=30), timedelta(minutes=1), 1, 9)
+    )
+    assert value(metrics, "presage_recommendation_age_seconds", **scaler()) == 30
+    now[0] += timedelta(minutes=2)
+    assert value(metrics, "presage_recommendation_age_seconds", **scaler()) == 150
+    info = scaler(mode="Shadow", target_kind="Fleet", target_name="arena")
+    assert value(metrics, "presage_scaler_info", **info) == 1
+    await store.remove(NS, NAME)
+    assert series_of(metrics, "presage_recommendation_age_seconds") == []
+
+
+def test_request_metrics(metrics: ScalerMetrics) -> None:
+    metrics.observe_grpc_request("GetMetrics", "OK", 0.001)
+    metrics.observe_grpc_request("StreamIsActive", "CANCELLED", None)
+    metrics.observe_webhook_request(503, 0.002)
+    assert value(metrics, "presage_grpc_requests_total", method="GetMetrics", code="OK") == 1
+    assert value(metrics, "presage_grpc_requests_total", method="StreamIsActive", code="CANCELLED") == 1
+    assert value(metrics, "presage_grpc_request_duration_seconds_count", method="GetMetrics") == 1
+    assert value(metrics, "presage_grpc_request_duration_seconds_count", method="StreamIsActive") is None
+    assert value(metrics, "presage_webhook_requests_total", code="503") == 1
+    assert value(metrics, "presage_webhook_request_duration_seconds_count") == 1
+
+
+class _Backend:
+    """A backend that fails on demand: enough to see what TimedBackend records."""
+
+    identity = ModelIdentity("SeasonalNaive", "m", "r")
+    max_context = 100
+    max_horizon = 10
+
+    def __init__(self) -> None:
+        self.fail = False
+
+    async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+        if self.fail:
+            raise BackendUnavailable("down")
+        return [_forecast(1.0) for _ in requests]
+
+
+async def test_timed_backend(metrics: ScalerMetrics) -> None:
+    inner = _Backend()
+    timed = TimedBackend(inner, "default", metrics)
+    assert (timed.identity, timed.max_context, timed.max_horizon) == (inner.identity, 100, 10)
+    request = ForecastRequest(History(np.ones(5), timedelta(minutes=1)), 3, (0.5, 0.9))
+    assert len(await timed.forecast([request, request])) == 2
+    inner.fail = True
+    with pytest.raises(BackendUnavailable):
+        await timed.forecast([request])
+    labels = {"backend": "default"}
+    assert value(metrics, "presage_forecast_request_duration_seconds_count", **labels, outcome="success") == 1
+    assert value(metrics, "presage_forecast_request_duration_seconds_count", **labels, outcome="error") == 1
+
+
+class _Source:
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+        return History(np.ones(3), signal.resolution), 0
+
+    async def instant(self, query: PrometheusQuery, now: datetime) -> float:
+        raise OSError("connection refused")
+
+
+async def test_timed_signal_source(metrics: ScalerMetrics) -> None:
+    timed = TimedSignalSource(_Source(), metrics)
+    history, gaps = await timed.range(signal_specs(SPEC)[0], NOW, None)
+    assert len(history.values) == 3 and gaps == 0
+    with pytest.raises(OSError):
+        await timed.instant(PrometheusQuery(**PROM), NOW)
+    assert value(metrics, "presage_prometheus_request_duration_seconds_count", query_type="range", outcome="success")
+    assert value(metrics, "presage_prometheus_request_duration_seconds_count", query_type="instant", outcome="error")
+
+
+def test_label_names_are_bounded() -> None:
+    """Only these labels exist; each is bounded by the scalers, their specs, or a closed set."""
+    allowed = {"namespace", "scaler", "signal", "quantile", "constraint", "policy", "reason"}
+    allowed |= {"backend", "outcome", "query_type", "method", "code", "le", "mode", "target_kind", "target_name"}
+    metrics = ScalerMetrics(CollectorRegistry(), store=RecommendationStore())
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    labels = {name for family in metrics.registry.collect() for s in family.samples for name in s.labels}
+    assert labels <= allowed
+    for family in metrics.registry.collect():
+        assert family.name.startswith("presage_"), family.name
