@@ -53,16 +53,9 @@ def backend_name(cluster):
     cluster.kubectl("delete", "forecastbackend", name, "--ignore-not-found", check=False)
 
 
-def options(plane, namespace: str, **extra) -> ControllerOptions:
-    return ControllerOptions(
-        kubeconfig=plane.kubeconfig,
-        namespaces=(namespace,),
-        grpc_port=0,
-        http_port=0,
-        leader_elect=False,
-        probe_period=2.0,
-        **extra,
-    )
+def options(plane, namespace: str, **overrides) -> ControllerOptions:
+    settings = {"grpc_port": 0, "http_port": 0, "leader_elect": False, "probe_period": 2.0} | overrides
+    return ControllerOptions(kubeconfig=plane.kubeconfig, namespaces=(namespace,), **settings)
 
 
 async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace, backend_name, prometheus_factory):

@@ -183,3 +183,26 @@ async def test_standby_takes_over_when_the_leader_is_killed(
                 process.wait(timeout=20)
     # A clean shutdown releases the lease for the next candidate.
     assert get(cluster, "lease", "presage-scaler", kube_namespace)["spec"].get("holderIdentity", "") == ""
+
+
+async def test_standby_serves_what_the_leader_writes(cluster, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name), kube_namespace)
+    elect = {"leader_elect": True, "lease_namespace": kube_namespace, "retry_period": 0.5}
+    async with (
+        running(options(cluster, kube_namespace, **elect)) as a,
+        running(options(cluster, kube_namespace, **elect)) as b,
+    ):
+        scaler = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
+            what="the leader's recommendation",
+        )
+        assert [a.leading, b.leading].count(True) == 1
+        standby = b if a.leading else a
+        stored = await eventually(
+            lambda: standby.store.get(kube_namespace, "web"), lambda item: item is not None, what="the standby's store"
+        )
+        assert stored.recommended_replicas == scaler["status"]["recommendedReplicas"]
+        assert standby.scalers.evaluations == 0
