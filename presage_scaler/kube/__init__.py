@@ -1,1 +1,1 @@
-"""A small async Kubernetes API client: exactly the calls presage makes, over httpx."""
+"""A small async Kubernetes API client: exactly the calls presage makes."""

@@ -1,11 +1,11 @@
-"""Informer logic over an in-memory transport: 410 relists and reports what was deleted meanwhile."""
+"""Informer logic against a scripted local HTTP server: 410 relists and reports what was deleted meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-import httpx
+from aiohttp import web
 
 from presage_scaler.kube.client import KubeClient, Resource
 from presage_scaler.kube.config import KubeConfig
@@ -26,39 +26,44 @@ class ScriptedServer:
             {"metadata": {"resourceVersion": "10"}, "items": [thing("a", "5"), thing("b", "6")]},
             {"metadata": {"resourceVersion": "30"}, "items": [thing("a", "25")]},
         ]
-        self.watches = [
-            [
-                {"type": "ADDED", "object": thing("c", "11")},
-                {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old resource version"}},
-            ],
-        ]
+        gone = {"code": 410, "reason": "Expired", "message": "too old resource version"}
+        self.watches = [[{"type": "ADDED", "object": thing("c", "11")}, {"type": "ERROR", "object": gone}]]
         self.watch_versions: list[str] = []
         self.done = asyncio.Event()
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("watch") == "1":
-            self.watch_versions.append(request.url.params["resourceVersion"])
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.query.get("watch") == "1":
+            self.watch_versions.append(request.query["resourceVersion"])
             if not self.watches:
                 self.done.set()
-                return httpx.Response(200, content=b"")
-            lines = "\n".join(json.dumps(e) for e in self.watches.pop(0)) + "\n"
-            return httpx.Response(200, content=lines.encode())
-        return httpx.Response(200, json=self.lists.pop(0))
+                return web.Response(body=b"")
+            return web.Response(body=("\n".join(json.dumps(e) for e in self.watches.pop(0)) + "\n").encode())
+        return web.json_response(self.lists.pop(0))
 
 
 async def test_gone_relists_and_reports_deletions():
     server = ScriptedServer()
+    app = web.Application()
+    app.router.add_get(THINGS.path("ns"), server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
     seen: list[tuple[str, str, str]] = []
 
     async def handler(kind: str, obj: dict) -> None:
         seen.append((kind, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
 
-    client = KubeClient(KubeConfig(server="https://api.invalid"), transport=httpx.MockTransport(server))
+    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
     informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01)
     task = asyncio.create_task(informer.run())
-    await asyncio.wait_for(server.done.wait(), 5)
-    task.cancel()
-    await client.close()
+    try:
+        await asyncio.wait_for(server.done.wait(), 10)
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
 
     assert server.watch_versions[:2] == ["10", "30"]  # resumed from the relist's version
     assert seen == [
