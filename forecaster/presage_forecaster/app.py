@@ -1,0 +1,228 @@
+"""The HTTP API (Starlette): ``/v1/model``, ``/v1/forecast``, ``/healthz``, ``/readyz``, ``/metrics``.
+
+The model loads in the background after the server starts listening: ``/healthz`` answers at once,
+``/readyz``, ``/v1/model`` and ``/v1/forecast`` answer 503 ``NotReady`` until the model is loaded
+and one warm-up forward pass has run. A load that fails is fatal: ``on_fatal`` is called with the
+reason (the command line exits non-zero, so Kubernetes shows the reason and restarts the pod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from presage_forecaster import protocol, quantiles
+from presage_forecaster.metrics import Metrics
+from presage_forecaster.settings import Settings
+
+if TYPE_CHECKING:  # torch is imported only once the server listens, so /healthz answers at once
+    from presage_forecaster.batching import MicroBatcher
+    from presage_forecaster.loading import LoadedModel
+
+log = logging.getLogger("presage_forecaster")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class _Serving:
+    loaded: LoadedModel
+    batcher: MicroBatcher
+
+
+@dataclass
+class _State:
+    serving: _Serving | None = None
+    error: str | None = None
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse(protocol.RequestError(status, code, message, field).body(), status_code=status)
+
+
+def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None) -> Starlette:
+    """The forecaster app for ``settings``. The model starts loading when the app starts."""
+    metrics = Metrics()
+    state = _State()
+
+    def counted(path: str, handler: Handler) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            began = time.monotonic()
+            response = await handler(request)
+            metrics.requests.labels(path, str(response.status_code)).inc()
+            metrics.request_seconds.labels(path).observe(time.monotonic() - began)
+            return response
+
+        return wrapped
+
+    def not_ready() -> JSONResponse:
+        if state.error:
+            return _error(503, "LoadFailed", f"the model failed to load: {state.error}")
+        return _error(503, "NotReady", "the model is still loading; retry after /readyz answers 200")
+
+    async def healthz(request: Request) -> Response:
+        if state.error:
+            return JSONResponse({"status": "failed", "error": state.error}, status_code=500)
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        if (serving := state.serving) is None:
+            return not_ready()
+        return JSONResponse({"status": "ready", "model": serving.loaded.model_id, "revision": serving.loaded.revision})
+
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def model(request: Request) -> Response:
+        if (serving := state.serving) is None:
+            return not_ready()
+        return JSONResponse(describe(settings, serving.loaded))
+
+    async def forecast(request: Request) -> Response:
+        if (serving := state.serving) is None:
+            return not_ready()
+        began = time.monotonic()
+        try:
+            body = json.loads(await _read_body(request, settings.max_body_bytes))
+        except protocol.RequestError as err:
+            return JSONResponse(err.body(), status_code=err.status)
+        except (ValueError, UnicodeDecodeError) as err:
+            return _error(400, "InvalidJSON", f"the body is not valid JSON: {err}")
+        try:
+            call = protocol.parse_request(body, settings)
+        except protocol.RequestError as err:
+            return JSONResponse(err.body(), status_code=err.status)
+        try:
+            results = await serving.batcher.forecast([s.values for s in call.series], call.horizon)
+        except Exception as err:  # logged with its traceback by the batcher
+            return _error(500, "ForwardFailed", f"the forward pass failed: {type(err).__name__}: {err}")
+        for s, result in zip(call.series, results, strict=True):
+            if not np.isfinite(result).all():
+                log.error("non-finite forecast series=%s model=%s", s.id, serving.loaded.model_id)
+                return _error(500, "ModelOutputNotFinite", f"the model produced a non-finite forecast for {s.id!r}")
+        truncated = sum(1 for s in call.series if s.truncated)
+        metrics.series.inc(len(call.series))
+        metrics.truncated.inc(truncated)
+        log.info(
+            "forecast series=%d horizon=%d quantiles=%s truncated=%d seconds=%.3f",
+            len(call.series),
+            call.horizon,
+            ",".join(t.key for t in call.treatments) or "-",
+            truncated,
+            time.monotonic() - began,
+        )
+        return JSONResponse(
+            {
+                "model": serving.loaded.model_id,
+                "revision": serving.loaded.revision,
+                "horizon": call.horizon,
+                "pointForecast": "median",
+                "quantiles": protocol.treatments_body(call.treatments),
+                "series": [protocol.series_result(s, call, r) for s, r in zip(call.series, results, strict=True)],
+            }
+        )
+
+    async def load_model() -> None:
+        try:
+            if settings.load_delay_seconds:
+                await asyncio.sleep(settings.load_delay_seconds)
+            from presage_forecaster.batching import MicroBatcher
+            from presage_forecaster.engine import Engine
+            from presage_forecaster.loading import load
+
+            loaded = await asyncio.to_thread(load, settings)
+            engine = Engine(loaded, settings.max_horizon, settings.dtype)
+            await asyncio.to_thread(engine.forecast, [np.linspace(0.0, 1.0, 64)], 1)  # warm-up
+            batcher = MicroBatcher(
+                engine.forecast,
+                window=settings.batch_window_ms / 1000,
+                max_batch=settings.max_batch_size,
+                metrics=metrics,
+            )
+            batcher.start()
+        except Exception as err:
+            state.error = f"{type(err).__name__}: {err}"
+            log.error("model load failed error=%s", state.error)
+            if on_fatal is not None:
+                on_fatal(state.error)
+            return
+        state.serving = _Serving(loaded, batcher)
+        metrics.ready.set(1)
+        metrics.model_info.labels(loaded.model_id, loaded.revision).set(1)
+        metrics.load_seconds.set(loaded.load_seconds)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(load_model(), name="load-model")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if state.serving is not None:
+                await state.serving.batcher.stop()
+
+    routes = [
+        Route("/healthz", counted("/healthz", healthz)),
+        Route("/readyz", counted("/readyz", readyz)),
+        Route("/metrics", counted("/metrics", metrics_endpoint)),
+        Route("/v1/model", counted("/v1/model", model)),
+        Route("/v1/forecast", counted("/v1/forecast", forecast), methods=["POST"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    too_large = protocol.RequestError(
+        413, "PayloadTooLarge", f"the body is larger than this server's limit of {limit} bytes"
+    )
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def describe(settings: Settings, loaded: LoadedModel) -> dict[str, Any]:
+    """The ``GET /v1/model`` body."""
+    return {
+        "model": loaded.model_id,
+        "revision": loaded.revision,
+        "weightsSha256": loaded.weights_sha256,
+        "source": loaded.checkpoint.source,
+        "maxContext": settings.max_context,
+        "maxHorizon": settings.max_horizon,
+        "quantileLevels": list(quantiles.MODEL_LEVELS),
+        "extrapolatedLevels": {"min": quantiles.MIN_LEVEL, "max": quantiles.MAX_LEVEL},
+        "pointForecast": "median",
+        "parameters": loaded.parameters,
+        "architecture": loaded.model.architecture or "timesfm-2.5-200m",
+        "device": loaded.device,
+        "dtype": settings.dtype,
+        "flipInvariance": settings.flip_invariance,
+        "threads": loaded.threads,
+        "batching": {"windowMs": settings.batch_window_ms, "maxBatchSize": settings.max_batch_size},
+        "limits": {
+            "maxSeriesPerRequest": settings.max_series_per_request,
+            "maxQuantilesPerRequest": settings.max_quantiles_per_request,
+            "maxBodyBytes": settings.max_body_bytes,
+        },
+    }
