@@ -1,13 +1,10 @@
-"""Connection-pool limits shared by presage's HTTP clients (Kubernetes API, Prometheus).
+"""The connection limit shared by presage's aiohttp clients (Kubernetes API, Prometheus).
 
-Few, long-lived connections: httpcore scans every pooled connection on each request, and a
-keep-alive limit below the connection limit closes and reopens connections (TLS handshakes
-included) under load. Measured in benchmarks/bench_controller.py: 64/32 cost about twice the
-CPU per evaluation of 12/12, with no gain in throughput.
+Few, long-lived connections per endpoint: a controller evaluating hundreds of scalers a second
+would otherwise open a connection (and a TLS handshake) per request in flight, loading both sides
+for nothing; twelve keep up with bench_controller.py's saturating load.
 """
 
 from __future__ import annotations
 
-import httpx
-
-POOL_LIMITS = httpx.Limits(max_connections=12, max_keepalive_connections=12)
+MAX_CONNECTIONS = 12

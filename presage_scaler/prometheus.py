@@ -21,11 +21,17 @@ because forecasting backends need finite values on a regular step:
 
 Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Kubernetes
 condition reason to report.
+
+Requests go over aiohttp rather than httpx for CPU: the controller sends one query per evaluation,
+and measured in benchmarks/bench_controller.py aiohttp spends about a seventh of httpx's CPU per
+request (0.14 ms against 1.1 ms).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,11 +39,11 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import httpx
+import aiohttp
 import numpy as np
 
 from presage_scaler.backends.base import History
-from presage_scaler.httppool import POOL_LIMITS
+from presage_scaler.httppool import MAX_CONNECTIONS
 
 if TYPE_CHECKING:
     from presage_scaler.api.types import PrometheusQuery
@@ -179,11 +185,14 @@ def history_window(
 
 
 class PrometheusClient:
-    """A client for one Prometheus-compatible endpoint; holds one pooled ``httpx.AsyncClient``.
+    """A client for one Prometheus-compatible endpoint; holds one pooled ``aiohttp.ClientSession``.
 
     ``address`` is the API base URL and may carry a path prefix (for example
     ``http://vmselect:8481/select/0/prometheus``); ``/api/v1/...`` is appended to it.
     Queries are sent as form-encoded POSTs so that long PromQL does not hit URL length limits.
+    ``timeout`` bounds each request as a whole (connecting, sending and reading the answer).
+    ``insecure_skip_verify`` turns TLS certificate and host name verification off; otherwise the
+    system's trusted CAs verify the server.
     """
 
     def __init__(
@@ -193,20 +202,14 @@ class PrometheusClient:
         bearer_token: str | None = None,
         insecure_skip_verify: bool = False,
         timeout: float = 10.0,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.address = address.rstrip("/")
-        headers = {"Accept": "application/json"}
+        self._headers = {"Accept": "application/json"}
         if bearer_token:
-            headers["Authorization"] = f"Bearer {bearer_token}"
-        self._http = httpx.AsyncClient(
-            base_url=self.address,
-            headers=headers,
-            verify=not insecure_skip_verify,
-            timeout=timeout,
-            transport=transport,
-            limits=POOL_LIMITS,
-        )
+            self._headers["Authorization"] = f"Bearer {bearer_token}"
+        self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_query(
@@ -215,7 +218,6 @@ class PrometheusClient:
         bearer_token: str | None = None,
         *,
         timeout: float = 10.0,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> Self:
         """A client for ``query.address``; ``bearer_token`` is the already-resolved Secret value."""
         return cls(
@@ -223,11 +225,22 @@ class PrometheusClient:
             bearer_token=bearer_token,
             insecure_skip_verify=bool(query.insecure_skip_verify),
             timeout=timeout,
-            transport=transport,
         )
 
+    def _http(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the running loop, as aiohttp requires.
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=MAX_CONNECTIONS),
+                headers=self._headers,
+                timeout=self._timeout,
+            )
+        return self._session
+
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -334,35 +347,39 @@ class PrometheusClient:
 
     async def _api(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """POST a query and return the response's ``data``; map every failure to an error type."""
+        # The full URL rather than aiohttp's base_url, so an address's path prefix always stays.
+        url = self.address + path
         try:
-            response = await self._http.post(path, data=params)
-        except httpx.TimeoutException as exc:
+            async with self._http().post(url, data=params) as response:
+                status = response.status
+                payload = await response.read()
+        except TimeoutError as exc:  # aiohttp's own timeout errors subclass it too
             raise PrometheusUnreachable(
                 f"Prometheus at {self.address} timed out ({type(exc).__name__}); check that it is "
                 "healthy, or make the query cheaper"
             ) from exc
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:
             raise PrometheusUnreachable(
                 f"cannot reach Prometheus at {self.address}: {exc or type(exc).__name__}; check the "
                 "address, the Service and any NetworkPolicy"
             ) from exc
         try:
-            body = response.json()
+            body = json.loads(payload)
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            snippet = response.text[:200].strip()
+            snippet = payload.decode(errors="replace")[:200].strip()
             raise QueryFailed(
-                f"{self.address}{path} answered HTTP {response.status_code} with a non-Prometheus "
+                f"{url} answered HTTP {status} with a non-Prometheus "
                 f"body ({snippet!r}); check that the address is a Prometheus query API base URL",
-                status_code=response.status_code,
+                status_code=status,
             )
-        if response.is_error or body.get("status") != "success":
+        if status >= 400 or body.get("status") != "success":
             error_type, error = body.get("errorType"), body.get("error", "no error message")
-            hint = _STATUS_HINTS.get(response.status_code, "check the query and the server's logs")
+            hint = _STATUS_HINTS.get(status, "check the query and the server's logs")
             raise QueryFailed(
-                f"query {params['query']!r} failed with HTTP {response.status_code} ({error_type}): {error}; {hint}",
-                status_code=response.status_code,
+                f"query {params['query']!r} failed with HTTP {status} ({error_type}): {error}; {hint}",
+                status_code=status,
                 error_type=error_type,
             )
         data = body.get("data")
@@ -379,16 +396,15 @@ class PrometheusClientPool:
     a rotated token gets a new client and the old one stays open until :meth:`aclose`.
     """
 
-    def __init__(self, *, timeout: float = 10.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, *, timeout: float = 10.0) -> None:
         self._timeout = timeout
-        self._transport = transport
         self._clients: dict[tuple[str, str | None, bool], PrometheusClient] = {}
 
     def get(self, query: PrometheusQuery, bearer_token: str | None = None) -> PrometheusClient:
         key = (query.address.rstrip("/"), bearer_token, bool(query.insecure_skip_verify))
         client = self._clients.get(key)
         if client is None:
-            client = PrometheusClient.from_query(query, bearer_token, timeout=self._timeout, transport=self._transport)
+            client = PrometheusClient.from_query(query, bearer_token, timeout=self._timeout)
             self._clients[key] = client
         return client
 
@@ -413,6 +429,14 @@ _STATUS_HINTS = {
     422: "the query could not be executed; check the PromQL",
     503: "the server is overloaded or still starting",
 }
+
+
+def _unverified_ssl_context() -> ssl.SSLContext:
+    """TLS without certificate or host name verification (``insecureSkipVerify``)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from presage_scaler.httppool import POOL_LIMITS
+from presage_scaler.httppool import MAX_CONNECTIONS
 from presage_scaler.kube.config import KubeConfig
 
 JSON = dict[str, Any]
@@ -125,7 +125,7 @@ class KubeClient:
         # Created on first use, inside the running loop, as aiohttp requires.
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=POOL_LIMITS.max_connections),
+                connector=aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=MAX_CONNECTIONS),
                 headers=self._headers,
                 timeout=self._timeout,
                 # Watch events are one JSON object per line; objects can be large (etcd allows 1.5 MiB).

@@ -1,15 +1,23 @@
-"""Unit tests of the Prometheus client's pure parts: gap filling, parsing, error mapping."""
+"""Unit tests of the Prometheus client: gap filling, parsing, error mapping.
+
+Queries go over real HTTP to a local aiohttp server that hands each request to the test's handler.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
-from collections.abc import Callable
+import re
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qs
+from typing import Any
 
-import httpx
 import numpy as np
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,15 +41,94 @@ T0 = datetime(2024, 3, 1, tzinfo=UTC)
 STEP = timedelta(minutes=5)
 NAN = math.nan
 
-Handler = Callable[[httpx.Request], httpx.Response]
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server saw it; ``form`` holds the form-encoded body's fields."""
+
+    method: str
+    path: str
+    form: dict[str, str]
+    headers: Mapping[str, str]
 
 
-def client(handler: Handler, **kwargs) -> PrometheusClient:
-    return PrometheusClient("http://prom.test:9090", transport=httpx.MockTransport(handler), **kwargs)
+Handler = Callable[[Recorded], web.Response | Awaitable[web.Response]]
 
 
-def ok(data: dict) -> httpx.Response:
-    return httpx.Response(200, json={"status": "success", "data": data})
+class FakePrometheus:
+    """A local HTTP server that passes every request, whatever its path, to ``handler``.
+
+    An exception in a handler (a failed assertion) is answered with HTTP 500 and kept in
+    ``errors``; the ``server`` fixture re-raises it so it cannot pass for a client-side error.
+    """
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.handler: Handler | None = None
+        self.errors: list[BaseException] = []
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self._dispatch)
+        # Handlers are cancelled when the client hangs up (the timeout test leaves one sleeping).
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _dispatch(self, request: web.Request) -> web.Response:
+        fields = await request.post()
+        recorded = Recorded(
+            method=request.method,
+            path=request.path,
+            form={key: str(fields.getone(key)) for key in fields},
+            headers=request.headers,
+        )
+        assert self.handler is not None, "no handler set"
+        try:
+            reply = self.handler(recorded)
+            return await reply if inspect.isawaitable(reply) else reply
+        except Exception as exc:
+            self.errors.append(exc)
+            return web.Response(status=500, text=f"handler failed: {exc!r}")
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakePrometheus]:
+    fake = FakePrometheus()
+    await fake.start()
+    yield fake
+    await fake.stop()
+    if fake.errors:
+        raise fake.errors[0]
+
+
+@pytest.fixture
+def client(server: FakePrometheus) -> Callable[..., PrometheusClient]:
+    """``client(handler, **kwargs)``: a client for the local server, which answers with ``handler``."""
+
+    def make(handler: Handler, **kwargs: Any) -> PrometheusClient:
+        server.handler = handler
+        return PrometheusClient(server.url, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def refused_address() -> Iterator[str]:
+    """An address whose port is bound but not listening, so connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def ok(data: dict) -> web.Response:
+    return web.json_response({"status": "success", "data": data})
 
 
 def matrix(*series: tuple[dict, list[tuple[datetime, str]]]) -> dict:
@@ -49,10 +136,6 @@ def matrix(*series: tuple[dict, list[tuple[datetime, str]]]) -> dict:
         {"metric": labels, "values": [[at.timestamp(), value] for at, value in samples]} for labels, samples in series
     ]
     return {"resultType": "matrix", "result": result}
-
-
-def form(request: httpx.Request) -> dict[str, str]:
-    return {key: values[0] for key, values in parse_qs(request.content.decode()).items()}
 
 
 def grid(n: int) -> list[datetime]:
@@ -117,14 +200,14 @@ def test_history_window_rejects_naive_now():
 # --- query_range -----------------------------------------------------------------------------
 
 
-async def test_query_range_places_samples_on_grid_and_fills_gaps():
+async def test_query_range_places_samples_on_grid_and_fills_gaps(client):
     times = grid(6)
     samples = [(times[0], "1"), (times[1], "NaN"), (times[2], "3"), (times[4], "+Inf"), (times[5], "6")]
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Recorded) -> web.Response:
         assert request.method == "POST"
-        assert request.url.path == "/api/v1/query_range"
-        params = form(request)
+        assert request.path == "/api/v1/query_range"
+        params = request.form
         assert params["query"] == "sum(up)"
         assert float(params["start"]) == T0.timestamp()
         assert float(params["end"]) == times[5].timestamp()
@@ -145,7 +228,7 @@ async def test_query_range_places_samples_on_grid_and_fills_gaps():
     np.testing.assert_array_equal(history.values, series.values)
 
 
-async def test_query_range_trailing_gap_is_stale_latest():
+async def test_query_range_trailing_gap_is_stale_latest(client):
     times = grid(4)
 
     async with client(lambda _: ok(matrix(({}, [(times[0], "2"), (times[1], "4")])))) as prom:
@@ -154,7 +237,7 @@ async def test_query_range_trailing_gap_is_stale_latest():
     assert (series.gap_steps, series.trailing_gap_steps, series.latest) == (2, 2, 4.0)
 
 
-async def test_query_range_drops_leading_gaps_instead_of_inventing_history():
+async def test_query_range_drops_leading_gaps_instead_of_inventing_history(client):
     times = grid(6)
     samples = [(times[0], "NaN"), (times[3], "5"), (times[5], "7")]
 
@@ -165,7 +248,7 @@ async def test_query_range_drops_leading_gaps_instead_of_inventing_history():
     assert (series.leading_gaps_dropped, series.gap_steps, series.trailing_gap_steps) == (3, 1, 0)
 
 
-async def test_query_range_two_series_is_too_many():
+async def test_query_range_two_series_is_too_many(client):
     times = grid(2)
     data = matrix(({"pod": "a"}, [(times[0], "1")]), ({"pod": "b"}, [(times[0], "1")]))
     async with client(lambda _: ok(data)) as prom:
@@ -176,19 +259,19 @@ async def test_query_range_two_series_is_too_many():
 
 
 @pytest.mark.parametrize("result", [[], [{"metric": {}, "values": [[T0.timestamp(), "NaN"]]}]])
-async def test_query_range_empty_or_all_nan_is_no_data(result):
+async def test_query_range_empty_or_all_nan_is_no_data(result, client):
     async with client(lambda _: ok({"resultType": "matrix", "result": result})) as prom:
         with pytest.raises(NoData, match="'missing_metric'") as caught:
             await prom.query_range("missing_metric", T0, T0 + STEP, STEP)
     assert caught.value.reason == "NoData"
 
 
-async def test_query_range_splits_long_ranges_and_spots_series_across_chunks():
+async def test_query_range_splits_long_ranges_and_spots_series_across_chunks(client):
     points = MAX_POINTS_PER_REQUEST + 5
     requests: list[dict[str, str]] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        params = form(request)
+    def handler(request: Recorded) -> web.Response:
+        params = request.form
         requests.append(params)
         start, end = float(params["start"]), float(params["end"])
         samples = [(datetime.fromtimestamp(start, UTC), "1"), (datetime.fromtimestamp(end, UTC), "1")]
@@ -209,7 +292,7 @@ async def test_query_range_splits_long_ranges_and_spots_series_across_chunks():
         assert caught.value.count == 2
 
 
-async def test_query_range_rejects_naive_times():
+async def test_query_range_rejects_naive_times(client):
     async with client(lambda _: ok(matrix())) as prom:
         with pytest.raises(ValueError, match="timezone-aware"):
             await prom.query_range("q", datetime(2024, 3, 1), datetime(2024, 3, 2), STEP)
@@ -218,19 +301,19 @@ async def test_query_range_rejects_naive_times():
 # --- query_instant ---------------------------------------------------------------------------
 
 
-async def test_query_instant_vector_and_time_parameter():
-    def handler(request: httpx.Request) -> httpx.Response:
-        assert request.url.path == "/api/v1/query"
-        assert float(form(request)["time"]) == T0.timestamp()
+async def test_query_instant_vector_and_time_parameter(client):
+    def handler(request: Recorded) -> web.Response:
+        assert request.path == "/api/v1/query"
+        assert float(request.form["time"]) == T0.timestamp()
         return ok({"resultType": "vector", "result": [{"metric": {}, "value": [T0.timestamp(), "42.5"]}]})
 
     async with client(handler) as prom:
         assert await prom.query_instant("q", T0) == 42.5
 
 
-async def test_query_instant_scalar_without_time():
-    def handler(request: httpx.Request) -> httpx.Response:
-        assert "time" not in form(request)
+async def test_query_instant_scalar_without_time(client):
+    def handler(request: Recorded) -> web.Response:
+        assert "time" not in request.form
         return ok({"resultType": "scalar", "result": [T0.timestamp(), "3"]})
 
     async with client(handler) as prom:
@@ -254,7 +337,7 @@ async def test_query_instant_scalar_without_time():
         ({"resultType": "vector", "result": [{"metric": {}, "histogram": [0, {}]}]}, QueryFailed),
     ],
 )
-async def test_query_instant_result_errors(data, error):
+async def test_query_instant_result_errors(data, error, client):
     async with client(lambda _: ok(data)) as prom:
         with pytest.raises(error, match="'the_query'") as caught:
             await prom.query_instant("the_query")
@@ -265,38 +348,60 @@ async def test_query_instant_result_errors(data, error):
 # --- transport and HTTP errors ---------------------------------------------------------------
 
 
-async def test_server_error_carries_error_type_and_message():
+async def test_server_error_carries_error_type_and_message(client):
     body = {"status": "error", "errorType": "bad_data", "error": "1:5: parse error: unclosed left parenthesis"}
-    async with client(lambda _: httpx.Response(400, json=body)) as prom:
+    async with client(lambda _: web.json_response(body, status=400)) as prom:
         with pytest.raises(QueryFailed, match=r"bad_data.*unclosed left parenthesis.*fix the PromQL") as caught:
             await prom.query_instant("sum(")
     assert (caught.value.status_code, caught.value.error_type) == (400, "bad_data")
 
 
-async def test_status_error_with_http_200_is_query_failed():
+async def test_status_error_with_http_200_is_query_failed(client):
     body = {"status": "error", "errorType": "execution", "error": "boom"}
-    async with client(lambda _: httpx.Response(200, json=body)) as prom:
+    async with client(lambda _: web.json_response(body)) as prom:
         with pytest.raises(QueryFailed, match="boom"):
             await prom.query_instant("q")
 
 
-async def test_non_prometheus_body_is_query_failed():
-    async with client(lambda _: httpx.Response(502, text="<html>Bad Gateway</html>")) as prom:
+async def test_non_prometheus_body_is_query_failed(client):
+    async with client(lambda _: web.Response(status=502, text="<html>Bad Gateway</html>")) as prom:
         with pytest.raises(QueryFailed, match=r"HTTP 502.*Bad Gateway") as caught:
             await prom.query_instant("q")
     assert caught.value.status_code == 502
 
 
-@pytest.mark.parametrize(
-    "exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.ConnectTimeout("slow")]
-)
-async def test_transport_errors_are_unreachable_and_name_the_address(exc):
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise exc
-
-    async with client(handler) as prom:
-        with pytest.raises(PrometheusUnreachable, match=r"http://prom\.test:9090") as caught:
+async def test_connection_refused_is_unreachable_and_names_the_address(refused_address):
+    async with PrometheusClient(refused_address) as prom:
+        with pytest.raises(
+            PrometheusUnreachable, match=f"cannot reach Prometheus at {re.escape(refused_address)}: "
+        ) as caught:
             await prom.query_range("q", T0, T0, STEP)
+    assert caught.value.reason == "PrometheusUnreachable"
+    assert "check the address, the Service and any NetworkPolicy" in str(caught.value)
+
+
+async def test_timeout_is_unreachable_and_names_the_address(server, client):
+    async def slow(request: Recorded) -> web.Response:
+        await asyncio.sleep(30)  # cancelled when the client gives up
+        return ok(matrix())
+
+    async with client(slow, timeout=0.2) as prom:
+        with pytest.raises(PrometheusUnreachable, match=f"Prometheus at {re.escape(server.url)} timed out") as caught:
+            await prom.query_range("q", T0, T0, STEP)
+    assert caught.value.reason == "PrometheusUnreachable"
+    assert "check that it is healthy, or make the query cheaper" in str(caught.value)
+
+
+async def test_connection_closed_without_an_answer_is_unreachable():
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    listener = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    address = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    async with listener, PrometheusClient(address) as prom:
+        with pytest.raises(PrometheusUnreachable, match=f"cannot reach Prometheus at {re.escape(address)}: ") as caught:
+            await prom.query_instant("q")
     assert caught.value.reason == "PrometheusUnreachable"
 
 
@@ -307,13 +412,13 @@ async def test_transport_errors_are_unreachable_and_name_the_address(exc):
         {"resultType": "matrix", "result": "nope"},
     ],
 )
-async def test_malformed_range_response_is_query_failed(data):
+async def test_malformed_range_response_is_query_failed(data, client):
     async with client(lambda _: ok(data)) as prom:
         with pytest.raises(QueryFailed, match="malformed response"):
             await prom.query_range("q", T0, T0 + STEP, STEP)
 
 
-async def test_malformed_instant_response_is_query_failed():
+async def test_malformed_instant_response_is_query_failed(client):
     async with client(lambda _: ok({"resultType": "scalar", "result": None})) as prom:
         with pytest.raises(QueryFailed, match="malformed response"):
             await prom.query_instant("q")
@@ -322,30 +427,33 @@ async def test_malformed_instant_response_is_query_failed():
 # --- headers, address, pooling ---------------------------------------------------------------
 
 
-async def test_bearer_token_header_and_path_prefix():
-    seen: list[httpx.Request] = []
+async def test_bearer_token_header_and_path_prefix(server):
+    seen: list[Recorded] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Recorded) -> web.Response:
         seen.append(request)
         return ok({"resultType": "scalar", "result": [0, "1"]})
 
-    transport = httpx.MockTransport(handler)
+    server.handler = handler
     query = PrometheusQuery(
-        address="http://vmselect:8481/select/0/prometheus/",
+        address=f"{server.url}/select/0/prometheus/",
         query="q",
         bearer_token_secret_ref=SecretKeyRef(name="s", key="token"),
     )
-    async with PrometheusClient.from_query(query, "s3cret", transport=transport) as prom:
+    async with PrometheusClient.from_query(query, "s3cret") as prom:
         await prom.query_instant("q")
-    async with PrometheusClient("http://prom:9090", transport=transport) as prom:
+    async with PrometheusClient(server.url) as prom:
         await prom.query_instant("q")
     assert seen[0].headers["Authorization"] == "Bearer s3cret"
-    assert str(seen[0].url) == "http://vmselect:8481/select/0/prometheus/api/v1/query"
+    assert seen[0].path == "/select/0/prometheus/api/v1/query"
+    assert seen[0].headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert seen[0].form == {"query": "q"}
     assert "Authorization" not in seen[1].headers
+    assert seen[1].path == "/api/v1/query"
 
 
 async def test_pool_reuses_one_client_per_address_and_credentials():
-    pool = PrometheusClientPool(transport=httpx.MockTransport(lambda _: ok(matrix())))
+    pool = PrometheusClientPool(timeout=5.0)
     a = PrometheusQuery(address="http://prom:9090", query="x")
     b = PrometheusQuery(address="http://prom:9090/", query="y")
     other = PrometheusQuery(address="http://thanos:9090", query="x")
