@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.harness.cache import cache_dir
 from tests.harness.forecaster import (
     ForecasterServer,
     ensure_forecaster_venv,
@@ -42,8 +43,7 @@ def checkpoint(python: Path) -> Path:
     """The cached full-size random-weight checkpoint, built on first use."""
     import subprocess
 
-    root = Path(os.environ.get("PRESAGE_CACHE") or Path.home() / ".cache" / "presage") / "forecaster-bench"
-    target = root / "timesfm-2.5-200m-random-seed0"
+    target = cache_dir("forecaster-bench") / "timesfm-2.5-200m-random-seed0"
     if not (target / "model.safetensors").exists():
         print(f"building the full-size random checkpoint in {target} (925 MB) ...", flush=True)
         subprocess.run(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 
 from presage_scaler.controller.scalers import PREDICTIVE_SCALERS
 from presage_scaler.kube import config as kube_config
@@ -30,10 +29,7 @@ class CommandError(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the PredictiveScaler's name")
     parser.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's namespace)")
-    parser.add_argument(
-        "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
-    )
-    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    kube_config.add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--scaler-address",
         default=DEFAULT_SCALER_ADDRESS,

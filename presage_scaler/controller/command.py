@@ -10,11 +10,11 @@ from pathlib import Path
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
 from presage_scaler.grpc_server import TLSConfig
 from presage_scaler.http_server import TLSFiles
+from presage_scaler.kube.config import add_kubeconfig_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
-    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--namespaces", default="", help="comma-separated namespaces to watch (default: all namespaces)"
     )

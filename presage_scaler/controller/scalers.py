@@ -368,7 +368,14 @@ class ScalerController:
             assert failure is not None
             self._metrics.observe_error(namespace, name, failure.reason)
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
-        await self._write(entry, generation, current, recommendation, failure, shadow, interval, now)
+        await self._write(
+            entry,
+            lambda status: self._status_patch(
+                status, generation, current, recommendation, failure, shadow, interval, now
+            ),
+            recommendation,
+            failure,
+        )
         self.evaluations += 1
         return interval.total_seconds()
 
@@ -416,15 +423,12 @@ class ScalerController:
     async def _write(
         self,
         entry: _Entry,
-        generation: int,
-        current: int | None,
+        status_patch: Callable[[PredictiveScalerStatus], JSON],
         recommendation: Recommendation | None,
         failure: Failure | None,
-        shadow: JSON | None,
-        interval: timedelta,
-        now: datetime,
     ) -> None:
-        """Patch status conditionally on the resourceVersion read; on conflict re-read and retry."""
+        """Patch status to ``status_patch`` of the status read, conditionally on its resourceVersion;
+        on conflict re-read and retry."""
         if not self._leading():
             return  # lost the lease mid-evaluation: the new leader owns status now
         obj = entry.obj
@@ -434,9 +438,7 @@ class ScalerController:
             status = _status_of(obj)
             patch = {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "status": self._status_patch(
-                    status, generation, current, recommendation, failure, shadow, interval, now
-                ),
+                "status": status_patch(status),
             }
             try:
                 updated = await self._client.merge_patch(PREDICTIVE_SCALERS, namespace, name, patch, "status")

@@ -7,6 +7,7 @@ static.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import os
 import ssl
@@ -123,6 +124,14 @@ def from_kubeconfig(path: Path, context: str | None = None) -> KubeConfig:
         insecure_skip_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
         namespace=str(ctx.get("namespace") or "default"),
     )
+
+
+def add_kubeconfig_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context``, the flags that :func:`load` takes."""
+    parser.add_argument(
+        "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
 
 
 def load(kubeconfig: Path | None = None, context: str | None = None) -> KubeConfig:

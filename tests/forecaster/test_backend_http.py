@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from datetime import timedelta
 
 import numpy as np
@@ -21,6 +20,7 @@ from presage_scaler.backends.timesfm import (
     TimesFMClient,
 )
 from tests.forecaster.test_api import seasonal
+from tests.harness.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -100,9 +100,7 @@ async def test_not_ready(forecaster_factory):
 
 
 async def test_connection_refused():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again before the request: nothing listens there
+    port = free_port()  # nothing listens there
     tfm = TimesFMClient("timesfm-small", settings(f"http://127.0.0.1:{port}"))
     with pytest.raises(ForecasterUnreachable) as caught:
         await tfm.describe()

@@ -15,25 +15,16 @@ loads through its real loading path.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
-import fcntl
 import hashlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import tomllib
 from pathlib import Path
-from types import TracebackType
 
-import httpx
+from tests.harness.cache import cache_dir, exclusive
+from tests.harness.process import LoopbackServer, run_checked
 
 REPO = Path(__file__).resolve().parents[2]
 FORECASTER_DIR = REPO / "forecaster"
@@ -49,11 +40,6 @@ class ForecasterUnavailable(RuntimeError):
 
 def _log(message: str) -> None:
     print(f"[forecaster-harness] {message}", file=sys.stderr, flush=True)
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("PRESAGE_CACHE") or str(Path.home() / ".cache" / "presage")
-    return Path(base) / "forecaster-venv"
 
 
 def venv_key() -> str:
@@ -92,19 +78,13 @@ def ensure_forecaster_venv() -> Path:
 
 
 def _ensure_venv() -> Path:
-    root = _cache_root()
-    root.mkdir(parents=True, exist_ok=True)
+    root = cache_dir("forecaster-venv")
     target = root / venv_key()
     python = target / "bin" / "python"
     marker = target / ".complete"
     if marker.exists():
         return python
-    with (root / ".build.lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _log(f"another process is building {target}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(root / ".build.lock", f"building {target}"):
         if marker.exists():
             return python
         # A venv is not relocatable, so it is built in place; a leftover without the marker is
@@ -112,9 +92,9 @@ def _ensure_venv() -> Path:
         shutil.rmtree(target, ignore_errors=True)
         began = time.monotonic()
         _log(f"building the forecaster venv in {target} (torch and timesfm: several GB on first use)")
-        _checked([sys.executable, "-m", "venv", str(target)], "creating the venv")
+        _checked([sys.executable, "-m", "venv", str(target)], "creating the forecaster venv")
         pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
-        _checked([*pip, "--upgrade", "pip"], "upgrading pip")
+        _checked([*pip, "--upgrade", "pip"], "upgrading pip in the forecaster venv")
         _checked([*pip, *dependencies()], "installing forecaster/pyproject.toml's dependencies")
         marker.write_text(f"built in {time.monotonic() - began:.0f}s\n")
         _log(f"forecaster venv ready in {time.monotonic() - began:.0f}s")
@@ -122,14 +102,7 @@ def _ensure_venv() -> Path:
 
 
 def _checked(argv: list[str], what: str) -> None:
-    result = subprocess.run(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=_PIP_TIMEOUT, check=False
-    )
-    if result.returncode != 0:
-        raise ForecasterUnavailable(
-            f"{what} for the forecaster venv failed (exit {result.returncode}): {' '.join(argv)}\n"
-            f"{result.stdout[-4000:]}"
-        )
+    run_checked(argv, error=ForecasterUnavailable, what=what, timeout=_PIP_TIMEOUT)
 
 
 def forecaster_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -147,38 +120,29 @@ def forecaster_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def build_tiny_checkpoint(python: Path, directory: Path, *, seed: int = 0) -> Path:
     """Write a small random TimesFM 2.5 checkpoint into ``directory`` (see testing_checkpoint)."""
-    result = subprocess.run(
+    run_checked(
         [str(python), "-m", "presage_forecaster.testing_checkpoint", str(directory), "--seed", str(seed)],
-        env=forecaster_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        error=ForecasterUnavailable,
+        what="building the tiny TimesFM checkpoint",
         timeout=300,
-        check=False,
+        env=forecaster_env(),
     )
-    if result.returncode != 0:
-        raise ForecasterUnavailable(f"building the tiny TimesFM checkpoint failed:\n{result.stdout[-4000:]}")
     return directory
 
 
 # --- the server ----------------------------------------------------------------------------
 
-_running: set[ForecasterServer] = set()
 
-
-@atexit.register
-def _stop_all() -> None:
-    for server in list(_running):
-        server.stop()
-
-
-class ForecasterServer:
+class ForecasterServer(LoopbackServer):
     """A ``presage-forecaster`` process on ``127.0.0.1:<port>``, loading ``model``.
 
     ``options`` are extra command-line flags (``--max-batch-size 8`` ...), ``env`` extra environment
     variables, ``cwd`` the working directory. :meth:`start` waits for ``/readyz`` unless
     ``wait_ready=False`` (to watch a slow load). Usable as a context manager.
     """
+
+    name = "presage-forecaster"
+    error = ForecasterUnavailable
 
     def __init__(
         self,
@@ -189,29 +153,12 @@ class ForecasterServer:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
     ) -> None:
+        super().__init__(workdir)
         self.python = python
         self.cwd = cwd
         self.model = model
         self.options = list(options)
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="presage-forecaster-"))
-        self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = env or {}
-        self.port = free_port()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._launches = 0
-        self.startup_seconds: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def command(self) -> list[str]:
         return [
@@ -229,89 +176,8 @@ class ForecasterServer:
 
     def start(self, timeout: float = 120.0, *, wait_ready: bool = True) -> ForecasterServer:
         """Start the server; with ``wait_ready`` return once ``/readyz`` answers 200."""
-        if self.running:
-            self.stop()
         began = time.monotonic()
-        self._launches += 1
-        with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                self.command(),
-                env=forecaster_env(self.env),
-                cwd=self.cwd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                # PDEATHSIG fires when the *thread* that forked exits, so only use it from the main one.
-                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
-            )
-        _running.add(self)
-        try:
-            self.wait("/healthz", began + timeout)
-            if wait_ready:
-                self.wait("/readyz", began + timeout)
-        except BaseException:
-            self.stop()
-            raise
+        ready = ["/healthz", "/readyz"] if wait_ready else ["/healthz"]
+        self.launch(self.command(), ready, began + timeout, env=forecaster_env(self.env), cwd=self.cwd)
         self.startup_seconds = time.monotonic() - began
         return self
-
-    def wait(self, path: str, deadline: float) -> None:
-        """Poll ``path`` until it answers 200; fail when the process exits or the deadline passes."""
-        while True:
-            if self._process is None or self._process.poll() is not None:
-                code = None if self._process is None else self._process.returncode
-                raise ForecasterUnavailable(f"presage-forecaster exited with {code}:\n{self.log_tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}{path}", timeout=2.0).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise ForecasterUnavailable(f"presage-forecaster {path} not 200 in time:\n{self.log_tail()}")
-            time.sleep(0.05)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); a no-op when not running."""
-        process, self._process = self._process, None
-        _running.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"forecaster-{self._launches}.log"
-
-    def log_tail(self, chars: int = 4000) -> str:
-        """The end of the latest server process's log."""
-        path = self.log_path
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
-
-    def __enter__(self) -> ForecasterServer:
-        if not self.running:
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def free_port() -> int:
-    """A free loopback port (closed again: a server can take it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM the child when the test process dies, so no server outlives it."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

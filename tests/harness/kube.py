@@ -8,17 +8,12 @@ stored and served (RBAC, admission, CRDs, TokenRequest all work) but never recon
 
 from __future__ import annotations
 
-import ctypes
-import datetime
-import fcntl
 import hashlib
 import ipaddress
 import itertools
 import os
 import re
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,9 +27,13 @@ from types import TracebackType
 import httpx
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.harness.cache import cache_dir, exclusive
+from tests.harness.certs import issue, private_pem
+from tests.harness.process import ServerProcess, free_ports, tail
 
 K8S_MODULE_DIR = Path(__file__).resolve().parents[1] / "k8s"
 
@@ -78,11 +77,6 @@ def _required_version(go_mod: str, module: str) -> str:
     return match.group(1)
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("PRESAGE_CACHE") or str(Path.home() / ".cache" / "presage")
-    return Path(base) / "kube"
-
-
 def _find_go() -> str:
     go = shutil.which("go") or next(
         (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(p, os.X_OK)), None
@@ -107,7 +101,7 @@ def ensure_kube_binaries() -> KubeBinaries:
     etcd_version = _required_version(go_mod, "go.etcd.io/etcd/server/v3")
     digest = hashlib.sha256(go_mod.encode() + go_sum + _RECIPE_VERSION.encode()).hexdigest()[:12]
 
-    root = _cache_root()
+    root = cache_dir("kube")
     final = root / f"{k8s_version}-{digest}"
     binaries = KubeBinaries(
         kube_apiserver=final / "kube-apiserver",
@@ -119,15 +113,9 @@ def ensure_kube_binaries() -> KubeBinaries:
     if final.is_dir():
         return binaries
 
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".build.lock", "w") as lock:
-        # Another pytest process (xdist worker, parallel CI job) may be building the same
-        # version: wait for it instead of compiling twice, then re-check the cache.
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _log(f"waiting for another process building into {root}")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    # Another pytest process (xdist worker, parallel CI job) may be building the same
+    # version: wait for it instead of compiling twice, then re-check the cache.
+    with exclusive(root / ".build.lock", f"building into {root}"):
         if final.is_dir():
             return binaries
         # Leftovers of builds that were killed outright; only the lock holder builds.
@@ -189,70 +177,11 @@ def _run_with_heartbeat(cmd: list[str], env: dict[str, str], what: str, log_path
                 proc.wait()
                 raise
     if proc.returncode != 0:
-        raise KubeHarnessError(f"{what} failed (exit {proc.returncode}):\n{_tail(log_path, 60)}")
+        raise KubeHarnessError(f"{what} failed (exit {proc.returncode}):\n{tail(log_path)}")
     _log(f"{what}: done in {time.monotonic() - started:.0f}s")
 
 
 # --------------------------------------------------------------------------- certificates
-
-
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-
-
-def _write_cert(path: Path, cert: x509.Certificate) -> None:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-
-def _issue(
-    subject: x509.Name,
-    public_key: ec.EllipticCurvePublicKey,
-    issuer: x509.Name,
-    issuer_key: ec.EllipticCurvePrivateKey,
-    *,
-    ca: bool = False,
-    usage: list[x509.ObjectIdentifier] | None = None,
-    sans: list[x509.GeneralName] | None = None,
-) -> x509.Certificate:
-    # Backdate a little so a clock a few seconds behind never sees a "not yet valid" cert.
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=not ca,
-                key_cert_sign=ca,
-                crl_sign=ca,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-    )
-    if usage:
-        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
 
 
 @dataclass(frozen=True)
@@ -277,119 +206,40 @@ def _generate_pki(directory: Path) -> _Pki:
         sa_public=directory / "sa.pub",
         sa_private=directory / "sa.key",
     )
-    # EC P-256 keys: generated in microseconds, unlike RSA.
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "presage-test-ca")])
-    ca = _issue(ca_name, ca_key.public_key(), ca_name, ca_key, ca=True)
-    _write_cert(pki.ca_cert, ca)
+    ca = issue("presage-test-ca", ca=True)
+    pki.ca_cert.write_bytes(ca.cert)
 
     # The first address of the service range is the in-cluster `kubernetes` Service IP.
     service_ip = next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts())
-    serving_key = ec.generate_private_key(ec.SECP256R1())
-    dns_names = [
+    hosts = [
         "localhost",
         "kubernetes",
         "kubernetes.default",
         "kubernetes.default.svc",
         "kubernetes.default.svc.cluster.local",
+        "127.0.0.1",
+        str(service_ip),
     ]
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(service_ip)]
-    serving = _issue(
-        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
-        serving_key.public_key(),
-        ca_name,
-        ca_key,
-        usage=[ExtendedKeyUsageOID.SERVER_AUTH],
-        sans=sans,
-    )
-    _write_cert(pki.serving_cert, serving)
-    _write_key(pki.serving_key, serving_key)
+    serving = issue("kube-apiserver", ca, usage=[ExtendedKeyUsageOID.SERVER_AUTH], hosts=hosts)
+    serving.write(pki.serving_cert, pki.serving_key)
 
     # O=system:masters is bound to cluster-admin and bypasses RBAC entirely.
-    admin_key = ec.generate_private_key(ec.SECP256R1())
     admin_name = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
             x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
         ]
     )
-    admin = _issue(admin_name, admin_key.public_key(), ca_name, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
-    _write_cert(pki.admin_cert, admin)
-    _write_key(pki.admin_key, admin_key)
+    admin = issue(admin_name, ca, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    admin.write(pki.admin_cert, pki.admin_key)
 
     sa_key = ec.generate_private_key(ec.SECP256R1())
-    _write_key(pki.sa_private, sa_key)
+    pki.sa_private.write_bytes(private_pem(sa_key))
+    pki.sa_private.chmod(0o600)
     pki.sa_public.write_bytes(
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
-
-
-# --------------------------------------------------------------------------- processes
-
-
-def _free_ports(count: int) -> list[int]:
-    # All sockets stay open until every port is picked, so the ports are distinct. They
-    # are released before the servers bind them: a collision with another process is
-    # possible but rare, and shows up as a start failure with the log tail.
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _die_with_parent() -> None:
-    # Linux PR_SET_PDEATHSIG: if pytest is killed outright (no fixture teardown),
-    # the kernel terminates etcd and the API server instead of leaving them running.
-    # The signal fires when the *thread* that started the child exits, so it is only
-    # requested from the main thread (see _Process).
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return f"<{path} does not exist>"
-
-
-class _Process:
-    """One server process with its log file."""
-
-    def __init__(self, name: str, cmd: list[str], log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.reported = False  # log tail already shown in an exception message
-        # Append, so the log of a restarted API server keeps the earlier run above it.
-        with open(log_path, "a") as log:
-            log.write(f"\n===== {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n")
-            log.flush()
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
-            )
-
-    def running(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, timeout: float = 20.0) -> None:
-        if not self.running():
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 # --------------------------------------------------------------------------- control plane
@@ -403,6 +253,7 @@ class KubeControlPlane:
     """
 
     READY_TIMEOUT_S = 120.0
+    STOP_TIMEOUT_S = 20.0
 
     def __init__(self, binaries: KubeBinaries | None = None, workdir: Path | None = None) -> None:
         self.binaries = binaries or ensure_kube_binaries()
@@ -412,7 +263,7 @@ class KubeControlPlane:
         self.ca_path = self._pki.ca_cert
         self.admin_cert = self._pki.admin_cert
         self.admin_key = self._pki.admin_key
-        self.etcd_port, self.etcd_peer_port, self.port = _free_ports(3)
+        self.etcd_port, self.etcd_peer_port, self.port = free_ports(3)
         self.server = f"https://127.0.0.1:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         self.kubeconfig = self._write_kubeconfig(
@@ -420,8 +271,8 @@ class KubeControlPlane:
             {"client-certificate": str(self.admin_cert), "client-key": str(self.admin_key)},
         )
         self.start_seconds: float | None = None  # start-to-ready time of the last start()
-        self._etcd: _Process | None = None
-        self._apiserver: _Process | None = None
+        self._etcd: ServerProcess | None = None
+        self._apiserver: ServerProcess | None = None
         self._failed = False
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -447,7 +298,7 @@ class KubeControlPlane:
     def restart_apiserver(self) -> None:
         """Stop and start kube-apiserver on the same port, certs and etcd (data survives)."""
         if self._apiserver is not None:
-            self._apiserver.stop()
+            self._apiserver.stop(self.STOP_TIMEOUT_S)
         try:
             self._start_apiserver()
         except BaseException:
@@ -456,19 +307,16 @@ class KubeControlPlane:
 
     def stop(self) -> None:
         """Stop everything; on failure print log tails and keep the workdir for inspection."""
-        died = [p for p in (self._apiserver, self._etcd) if p is not None and not p.running()]
+        died = [p for p in (self._apiserver, self._etcd) if p is not None and not p.running]
         if died:
             self._failed = True
         for proc in (self._apiserver, self._etcd):
             if proc is not None:
-                proc.stop()
+                proc.stop(self.STOP_TIMEOUT_S)
         if self._failed:
             for proc in (self._apiserver, self._etcd):
                 if proc is not None and not proc.reported:
-                    _log(
-                        f"{proc.name} exit code {proc.proc.returncode}; last log lines "
-                        f"({proc.log_path}):\n{_tail(proc.log_path, 40)}"
-                    )
+                    _log(f"{proc.name} exit code {proc.returncode}; log tail ({proc.log_path}):\n{proc.log_tail()}")
             _log(f"keeping {self.workdir} for inspection")
         elif self._own_workdir and not os.environ.get("PRESAGE_KEEP_KUBE_DIR"):
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -508,8 +356,8 @@ class KubeControlPlane:
             "--unsafe-no-fsync",
             "--log-level=warn",
         ]
-        self._etcd = _Process("etcd", cmd, self.workdir / "etcd.log")
-        self._wait("etcd", self._etcd, f"{self.etcd_url}/health")
+        self._etcd = self._spawn("etcd", cmd)
+        self._etcd.wait_http(f"{self.etcd_url}/health", time.monotonic() + self.READY_TIMEOUT_S)
 
     def _start_apiserver(self) -> None:
         pki = self._pki
@@ -536,38 +384,22 @@ class KubeControlPlane:
             "--profiling=false",
             "--v=1",
         ]
-        self._apiserver = _Process("kube-apiserver", cmd, self.workdir / "kube-apiserver.log")
-        self._wait("kube-apiserver", self._apiserver, f"{self.server}/readyz")
+        self._apiserver = self._spawn("kube-apiserver", cmd)
+        self._apiserver.wait_http(
+            f"{self.server}/readyz", time.monotonic() + self.READY_TIMEOUT_S, verify=self._ssl_context()
+        )
+
+    def _spawn(self, name: str, cmd: list[str]) -> ServerProcess:
+        log_path = self.workdir / f"{name}.log"
+        # Appended, so the log of a restarted API server keeps the earlier run above it.
+        with log_path.open("a") as log:
+            log.write(f"\n===== {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n")
+        return ServerProcess(name, cmd, log_path, error=KubeHarnessError)
 
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.ca_path))
         ctx.load_cert_chain(str(self.admin_cert), str(self.admin_key))
         return ctx
-
-    def _wait(self, what: str, proc: _Process, url: str) -> None:
-        """Poll a health URL until HTTP 200, failing fast if the process dies."""
-        verify: ssl.SSLContext | bool = self._ssl_context() if url.startswith("https:") else False
-        deadline = time.monotonic() + self.READY_TIMEOUT_S
-        last = "no answer yet"
-        with httpx.Client(verify=verify, timeout=5.0) as client:
-            while time.monotonic() < deadline:
-                if not proc.running():
-                    proc.reported = True
-                    raise KubeHarnessError(
-                        f"{what} exited with code {proc.proc.returncode} during start-up:\n{_tail(proc.log_path, 60)}"
-                    )
-                try:
-                    response = client.get(url)
-                    if response.status_code == 200:
-                        return
-                    last = f"HTTP {response.status_code}: {response.text[-500:]}"
-                except httpx.HTTPError as exc:
-                    last = repr(exc)
-                time.sleep(0.2)
-        proc.reported = True
-        raise KubeHarnessError(
-            f"{what} not ready after {self.READY_TIMEOUT_S:.0f}s ({last}):\n{_tail(proc.log_path, 60)}"
-        )
 
     # -- clients
 

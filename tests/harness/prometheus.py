@@ -13,27 +13,20 @@ The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` p
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
-import fcntl
 import json
 import math
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 
-import httpx
+from tests.harness.cache import exclusive
+from tests.harness.process import LoopbackServer, free_port, run_checked
 
 _APT_LOCK = Path(tempfile.gettempdir()) / "presage-apt-prometheus.lock"
 _ensured: tuple[str, str] | str | None = None  # binaries, or the error message of a failed install
@@ -83,8 +76,7 @@ def _apt_install() -> tuple[str, str]:
         "DPkg::Lock::Timeout=300",
         "prometheus",
     ]
-    with _APT_LOCK.open("w") as lock:  # serialise parallel test processes
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(_APT_LOCK, "installing Debian's prometheus package"):
         if found := _find_binaries():
             return found
         result = _run(install, env)
@@ -122,16 +114,7 @@ class Series:
     samples: list[tuple[datetime | float, float]] = field(default_factory=list)
 
 
-_running: set[PrometheusServer] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for server in list(_running):
-        server.stop()
-
-
-class PrometheusServer:
+class PrometheusServer(LoopbackServer):
     """A Prometheus process serving backfilled series on ``127.0.0.1:<port>``.
 
     Add series, then :meth:`start`. :meth:`stop` and :meth:`start` again keep the port (so
@@ -139,27 +122,17 @@ class PrometheusServer:
     which case the data directory is rebuilt. Usable as a context manager.
     """
 
+    name = "prometheus"
+    error = PrometheusUnavailable
+
     def __init__(self, workdir: Path | None = None, *, port: int | None = None) -> None:
         self.prometheus, self.promtool = ensure_prometheus()
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="presage-prometheus-"))
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = port or _free_port()
+        super().__init__(workdir, port=port)
         self._port_chosen = port is None
         self._series: list[Series] = []
         self._dirty = True
         self._generation = 0
-        self._launches = 0
-        self._process: subprocess.Popen[bytes] | None = None
         self._scrape_targets: list[tuple[str, str, str]] = []
-        self.startup_seconds: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def add_series(self, name: str, labels: dict[str, str], samples: Iterable[tuple[datetime | float, float]]) -> None:
         """Queue a series for the next :meth:`start` (takes effect only after a restart)."""
@@ -181,8 +154,7 @@ class PrometheusServer:
         On the first start only, a port we picked that someone else took in the meantime is
         replaced by another free port; later starts keep the port so that ``url`` stays valid.
         """
-        if self.running:
-            self.stop()
+        self.stop()  # before the data directory changes under it
         began = time.monotonic()
         if self._dirty:
             shutil.rmtree(self._data_dir, ignore_errors=True)
@@ -197,35 +169,21 @@ class PrometheusServer:
                 retry = self._port_chosen and self.startup_seconds is None and attempt < 2
                 if not retry or "address already in use" not in self.log_tail():
                     raise
-                self.port = _free_port()
+                self.port = free_port()
         self.startup_seconds = time.monotonic() - began
 
     def _launch(self, deadline: float) -> None:
         config = self.workdir / "prometheus.yml"
         config.write_text(json.dumps(self._config()))  # JSON is YAML
-        self._launches += 1
-        with self._log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                [
-                    self.prometheus,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={self._data_dir}",
-                    "--storage.tsdb.retention.time=100y",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                # PDEATHSIG fires when the *thread* that forked exits, so only use it from the main one.
-                preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
-            )
-        _running.add(self)
-        try:
-            self._wait_ready(deadline)
-        except BaseException:
-            self.stop()
-            raise
+        command = [
+            self.prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self._data_dir}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        self.launch(command, ["/-/ready"], deadline)
 
     def _config(self) -> dict[str, object]:
         scrapes = [
@@ -239,41 +197,6 @@ class PrometheusServer:
         ]
         return {"global": {"scrape_interval": "1m", "evaluation_interval": "1m"}, "scrape_configs": scrapes}
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop Prometheus (SIGTERM, then SIGKILL after ``timeout``); a no-op when not running."""
-        process, self._process = self._process, None
-        _running.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def log_tail(self, chars: int = 3000) -> str:
-        """The end of the latest Prometheus process's log."""
-        path = self._log_path
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
-
-    def __enter__(self) -> PrometheusServer:
-        if not self.running:
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def _log_path(self) -> Path:
-        return self.workdir / f"prometheus-{self._launches}.log"
-
     @property
     def _data_dir(self) -> Path:
         return self.workdir / f"data-{self._generation}"
@@ -285,7 +208,7 @@ class PrometheusServer:
             return
         source = self.workdir / f"backfill-{self._generation}.om"
         source.write_text(openmetrics(self._series))
-        result = subprocess.run(
+        run_checked(
             # promtool reads the whole file once per output block: its default 2h blocks make a
             # month at 1m take ~30s; 31d blocks (the largest Prometheus makes itself) take <1s.
             [
@@ -297,26 +220,10 @@ class PrometheusServer:
                 str(source),
                 str(data_dir),
             ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            error=PrometheusUnavailable,
+            what=f"promtool backfill of {source}",
             timeout=600,
-            check=False,
         )
-        if result.returncode != 0:
-            raise PrometheusUnavailable(f"promtool backfill of {source} failed:\n{result.stdout[-3000:]}")
-
-    def _wait_ready(self, deadline: float) -> None:
-        while True:
-            if self._process is None or self._process.poll() is not None:
-                code = None if self._process is None else self._process.returncode
-                raise PrometheusUnavailable(f"prometheus exited with {code}:\n{self.log_tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise PrometheusUnavailable(f"prometheus at {self.url} not ready in time:\n{self.log_tail()}")
-            time.sleep(0.05)
 
 
 def openmetrics(series: Iterable[Series]) -> str:
@@ -360,15 +267,3 @@ def _value(value: float) -> str:
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     return repr(float(value))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM the child when the test process dies, so no Prometheus outlives it."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

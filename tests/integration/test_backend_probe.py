@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 import uvicorn
@@ -14,6 +13,7 @@ from starlette.routing import Route
 
 from presage_scaler.controller.app import running
 from tests.harness.presage_cluster import apply, condition, deployment, eventually, get, predictive_scaler, unique
+from tests.harness.process import free_port
 from tests.harness.prometheus import Series
 from tests.integration.test_controller import cluster, options, recent_samples  # noqa: F401
 
@@ -30,12 +30,6 @@ MODEL = {
 
 async def model(_: Request) -> JSONResponse:
     return JSONResponse(MODEL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_timesfm_backend_probe_and_outage(cluster, kube_namespace, prometheus_factory):  # noqa: F811

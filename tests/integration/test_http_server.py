@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,21 +22,10 @@ from presage_scaler.agones import PATH
 from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
 from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
-from tests.integration.test_keda_grpc import Pem, _issue
+from tests.harness.agones import NS, REVIEW, UID
+from tests.harness.certs import Pem, issue
 
 pytestmark = pytest.mark.integration
-
-NS = "games"
-UID = "0b6c3f1e-2a41-4f4e-9d7e-5c8a1e2f3b4d"
-REVIEW: dict[str, Any] = {
-    "request": {
-        "uid": UID,
-        "name": "arena",
-        "namespace": NS,
-        "status": {"replicas": 4, "readyReplicas": 2, "reservedReplicas": 0, "allocatedReplicas": 2},
-    },
-    "response": None,
-}
 
 
 def review(*, counters: bool = False, lists: bool = False, labels: bool = False, **request: str) -> bytes:
@@ -252,11 +240,10 @@ class Certs:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    ca = _issue("presage-test-ca", None, ca=True)
-    server = _issue("presage-scaler", ca, server=True)
+    ca = issue("presage-test-ca", ca=True)
+    server = issue("presage-scaler", ca, hosts=["localhost", "127.0.0.1"])
     base = tmp_path_factory.mktemp("tls")
-    (base / "tls.crt").write_bytes(server.cert)
-    (base / "tls.key").write_bytes(server.key)
+    server.write(base / "tls.crt", base / "tls.key")
     return Certs(ca, TLSFiles(base / "tls.crt", base / "tls.key"))
 
 
@@ -287,7 +274,7 @@ async def test_tls_webhook_verified_with_the_ca_bundle(certs: Certs) -> None:
 @pytest.mark.parametrize("client_kind", ["plain-http", "untrusted-ca"])
 async def test_tls_refuses_what_it_should(certs: Certs, client_kind: str) -> None:
     server = await _tls_server(certs, RecommendationStore())
-    other_ca = _issue("another-ca", None, ca=True)
+    other_ca = issue("another-ca", ca=True)
     scheme, verify = ("http", True) if client_kind == "plain-http" else ("https", _trusting(other_ca))
     try:
         async with httpx.AsyncClient(verify=verify, timeout=5.0) as client:

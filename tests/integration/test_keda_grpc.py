@@ -7,7 +7,6 @@ so every call goes through the same wire contract KEDA uses.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,10 +14,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from presage_scaler.grpc_server import SERVICE_NAME, ScalerServer, TLSConfig, serve
@@ -26,6 +21,7 @@ from presage_scaler.keda import StalenessBound, StaticScaledObjectTriggers, metr
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.certs import Pem, issue
 
 pytestmark = pytest.mark.integration
 
@@ -72,48 +68,6 @@ def metrics_request(scaler: str = "web", **kwargs: str) -> pb.GetMetricsRequest:
 
 
 @dataclass(frozen=True)
-class Pem:
-    cert: bytes
-    key: bytes
-
-
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _issue(subject: str, issuer: Pem | None, *, server: bool = False, ca: bool = False) -> Pem:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    if issuer is None:
-        issuer_name, signing_key = _name(subject), key
-    else:
-        issuer_name = x509.load_pem_x509_certificate(issuer.cert).subject
-        signing_key = serialization.load_pem_private_key(issuer.key, password=None)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-    cert = builder.sign(signing_key, hashes.SHA256())  # type: ignore[arg-type]
-    return Pem(
-        cert=cert.public_bytes(serialization.Encoding.PEM),
-        key=key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )
-
-
-@dataclass(frozen=True)
 class Pki:
     ca: Pem
     server: Pem
@@ -123,13 +77,13 @@ class Pki:
 
 @pytest.fixture(scope="module")
 def pki() -> Pki:
-    ca = _issue("presage-test-ca", None, ca=True)
-    rogue_ca = _issue("rogue-ca", None, ca=True)
+    ca = issue("presage-test-ca", ca=True)
+    rogue_ca = issue("rogue-ca", ca=True)
     return Pki(
         ca=ca,
-        server=_issue("presage-scaler", ca, server=True),
-        client=_issue("keda-operator", ca),
-        rogue_client=_issue("keda-operator", rogue_ca),
+        server=issue("presage-scaler", ca, hosts=["localhost", "127.0.0.1"]),
+        client=issue("keda-operator", ca),
+        rogue_client=issue("keda-operator", rogue_ca),
     )
 
 
@@ -484,10 +438,8 @@ async def test_mtls_client_without_trusted_cert_refused(
 
 
 def test_tls_config_from_files(pki: Pki, tmp_path: Path) -> None:
-    base = tmp_path
-    (base / "tls.crt").write_bytes(pki.server.cert)
-    (base / "tls.key").write_bytes(pki.server.key)
-    (base / "ca.crt").write_bytes(pki.ca.cert)
-    config = TLSConfig.from_files(base / "tls.crt", base / "tls.key", base / "ca.crt")
+    pki.server.write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    (tmp_path / "ca.crt").write_bytes(pki.ca.cert)
+    config = TLSConfig.from_files(tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "ca.crt")
     assert config == TLSConfig(pki.server.cert, pki.server.key, pki.ca.cert)
     assert isinstance(config.credentials(), grpc.ServerCredentials)

@@ -11,61 +11,33 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import httpx
-import numpy as np
 import pytest
 
-from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec
-from presage_scaler.backends.base import Forecast, History, ModelIdentity
-from presage_scaler.evaluator import SignalData, decide, signal_specs
 from presage_scaler.grpc_server import serve
 from presage_scaler.http_server import serve_http
 from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
-from presage_scaler.leadtime import LeadTime
 from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.policy import PolicyState
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.shadow import Prediction, ShadowLedger
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.evaluation import SPEC, evaluate
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.unit.test_dashboard import expressions, metric_names
 
 pytestmark = pytest.mark.integration
 
 NS, NAME = "shop", "web"
-PROM = {"address": "http://prometheus:9090", "query": "q"}
-SPEC = parse(
-    PredictiveScalerSpec,
-    {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-        "policy": {"maxReplicas": 40},
-        "leadTime": {"static": "3m"},
-        "signals": [
-            {"name": "rps", "prometheus": PROM, "capacity": {"perReplica": 10}, "resolution": "1m"},
-            {"name": "cpu", "prometheus": PROM, "capacity": {"perReplica": 2}, "resolution": "1m"},
-        ],
-    },
-)
 
 
 async def _populate(store: RecommendationStore, metrics: ScalerMetrics) -> int:
     """One evaluation, its shadow summary, an error and dependency calls; returns the recommendation."""
     now = datetime.now(UTC)
-    data = [
-        SignalData(s, History(np.array([level] * 5), s.resolution), gap_steps=0, capacity=s.per_replica)
-        for s, level in zip(signal_specs(SPEC), (100.0, 4.0), strict=True)
-    ]
-    forecasts = [
-        Forecast(point=np.full(8, v), quantiles={0.5: np.full(8, v * 0.9), 0.9: np.full(8, v * 1.1)})
-        for v in (100.0, 4.0)
-    ]
-    lead = LeadTime(timedelta(minutes=3), "Static")
-    rec = decide(SPEC, data, forecasts, ModelIdentity("SeasonalNaive"), lead, 10, PolicyState(), now)
+    rec = evaluate(100.0, 4.0, now=now)
     metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.3)
     ledger = ShadowLedger()
-    ledger.record(Prediction(now - timedelta(minutes=5), 12, 9, lead.value))  # needs 10, reactive had 9
-    ledger.settle(data, now)
+    ledger.record(Prediction(now - timedelta(minutes=5), 12, 9, rec.lead_time.value))  # needs 10, reactive had 9
+    ledger.settle(rec.data, now)
     metrics.observe_shadow(NS, NAME, ledger.summary())
     metrics.observe_error(NS, NAME, "NoData")
     metrics.observe_backend_call("default", 0.2, "success")

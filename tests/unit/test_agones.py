@@ -12,22 +12,10 @@ import pytest
 
 from presage_scaler.agones import MAX_BODY_BYTES, WebhookError, answer
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.agones import NS, REVIEW, UID
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-NS = "games"
-UID = "4d0d5c2e-9f6b-4e8e-8a43-2b1f0a7c9d11"
-
-# What Agones' applyWebhookPolicy marshals: a FleetAutoscaleReview with the Fleet's status.
-MINIMAL: dict[str, Any] = {
-    "request": {
-        "uid": UID,
-        "name": "arena",
-        "namespace": NS,
-        "status": {"replicas": 4, "readyReplicas": 2, "reservedReplicas": 0, "allocatedReplicas": 2},
-    },
-    "response": None,
-}
-FULL: dict[str, Any] = copy.deepcopy(MINIMAL)
+FULL: dict[str, Any] = copy.deepcopy(REVIEW)
 FULL["request"]["status"].update(
     {
         "players": {"count": 17, "capacity": 40},
@@ -85,7 +73,7 @@ def refusal(store: RecommendationStore, payload: bytes, now: datetime = NOW) -> 
     return caught.value
 
 
-@pytest.mark.parametrize("review", [MINIMAL, FULL], ids=["plain", "players-counters-lists-labels"])
+@pytest.mark.parametrize("review", [REVIEW, FULL], ids=["plain", "players-counters-lists-labels"])
 async def test_enforce_answers_the_recommendation(review: dict[str, Any]) -> None:
     store = await store_with(fleet_rec(recommended=7))
     result = answer(store, body(review), NOW)
@@ -97,7 +85,7 @@ async def test_enforce_answers_the_recommendation(review: dict[str, Any]) -> Non
 @pytest.mark.parametrize(("recommended", "expected"), [(80, 50), (0, 2), (2, 2), (50, 50)])
 async def test_min_and_max_are_applied(recommended: int, expected: int) -> None:
     store = await store_with(fleet_rec(recommended=recommended, min_replicas=2, max_replicas=50))
-    assert answer(store, body(MINIMAL), NOW)["response"]["replicas"] == expected
+    assert answer(store, body(REVIEW), NOW)["response"]["replicas"] == expected
 
 
 @pytest.mark.parametrize(
@@ -112,9 +100,9 @@ async def test_min_and_max_are_applied(recommended: int, expected: int) -> None:
 async def test_stale_recommendation_is_refused(max_age: timedelta | None, age: timedelta, fresh: bool) -> None:
     store = await store_with(fleet_rec(max_age=max_age, age=age, recommended=5))
     if fresh:
-        assert answer(store, body(MINIMAL), NOW)["response"]["replicas"] == 5
+        assert answer(store, body(REVIEW), NOW)["response"]["replicas"] == 5
     else:
-        err = refusal(store, body(MINIMAL))
+        err = refusal(store, body(REVIEW))
         assert (err.status, err.reason) == (503, "StaleRecommendation")
         assert f"{NS}/arena-ps" in err.message and "maxRecommendationAge" in err.message
 
@@ -128,14 +116,14 @@ async def test_shadow_is_refused_so_the_chain_falls_through() -> None:
 
 async def test_unknown_fleet_is_not_found() -> None:
     store = await store_with(fleet_rec(fleet="lobby"))
-    err = refusal(store, body(MINIMAL))
+    err = refusal(store, body(REVIEW))
     assert (err.status, err.reason) == (404, "NoPredictiveScaler")
     assert "'arena'" in err.message and repr(NS) in err.message
 
 
 async def test_scaler_in_another_namespace_is_not_found() -> None:
     store = await store_with(fleet_rec(namespace="other-games"))
-    assert refusal(store, body(MINIMAL)).status == 404
+    assert refusal(store, body(REVIEW)).status == 404
 
 
 @pytest.mark.parametrize(
@@ -143,18 +131,18 @@ async def test_scaler_in_another_namespace_is_not_found() -> None:
 )
 async def test_only_an_agones_fleet_target_matches(api_version: str, kind: str) -> None:
     store = await store_with(fleet_rec(api_version=api_version, kind=kind))
-    assert refusal(store, body(MINIMAL)).status == 404
+    assert refusal(store, body(REVIEW)).status == 404
 
 
 async def test_two_scalers_for_one_fleet_is_a_conflict() -> None:
     store = await store_with(fleet_rec("b-ps"), fleet_rec("a-ps"))
-    err = refusal(store, body(MINIMAL))
+    err = refusal(store, body(REVIEW))
     assert (err.status, err.reason) == (409, "AmbiguousFleet")
     assert "a-ps, b-ps" in err.message
 
 
 def _without(path: str) -> dict[str, Any]:
-    review = copy.deepcopy(MINIMAL)
+    review = copy.deepcopy(REVIEW)
     *parents, leaf = path.split(".")
     node = review
     for key in parents:
@@ -164,7 +152,7 @@ def _without(path: str) -> dict[str, Any]:
 
 
 def _with(path: str, value: Any) -> dict[str, Any]:
-    review = copy.deepcopy(MINIMAL)
+    review = copy.deepcopy(REVIEW)
     *parents, leaf = path.split(".")
     node = review
     for key in parents:
@@ -179,7 +167,7 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         (b"", "invalid JSON"),
         (b"{not json", "invalid JSON"),
         (b"\xff\xfe\xfa", "invalid JSON"),
-        (body([MINIMAL]), "the body must be a JSON object"),
+        (body([REVIEW]), "the body must be a JSON object"),
         (body({"response": None}), "request must be a JSON object"),
         (body(_with("request", None)), "request must be a JSON object"),
         (body(_without("request.status")), "request.status must be a JSON object"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -15,42 +15,13 @@ from presage_scaler import metrics as metrics_module
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
 from presage_scaler.backends.base import BackendUnavailable, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.evaluator import Recommendation, SignalData, SignalSpec, decide, signal_specs
-from presage_scaler.leadtime import LeadTime
+from presage_scaler.evaluator import SignalSpec, signal_specs
 from presage_scaler.metrics import CONSTRAINT_LABELS, ERROR_REASONS, ScalerMetrics, TimedBackend, TimedSignalSource
-from presage_scaler.policy import PolicyState
 from presage_scaler.shadow import ShadowSummary
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
 
-NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 NS, NAME = "shop", "web"
-PROM = {"address": "http://prometheus:9090", "query": "q"}
-SPEC = parse(
-    PredictiveScalerSpec,
-    {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-        "policy": {"maxReplicas": 40},
-        "leadTime": {"static": "3m"},
-        "signals": [
-            {"name": "rps", "prometheus": PROM, "capacity": {"perReplica": 10}, "resolution": "1m"},
-            {"name": "cpu", "prometheus": PROM, "capacity": {"perReplica": 2}, "resolution": "1m"},
-        ],
-    },
-)
-
-
-def _forecast(level: float) -> Forecast:
-    return Forecast(point=np.full(10, level), quantiles={0.5: np.full(10, level * 0.9), 0.9: np.full(10, level * 1.1)})
-
-
-def evaluate(rps: float, cpu: float, *, current: int = 10, spec: PredictiveScalerSpec = SPEC) -> Recommendation:
-    data = [
-        SignalData(s, History(np.array([level] * 5), s.resolution), gap_steps=1, capacity=s.per_replica)
-        for s, level in zip(signal_specs(spec), (rps, cpu), strict=False)
-    ]
-    forecasts = [_forecast(level) for level in (rps, cpu)][: len(data)]
-    lead = LeadTime(timedelta(minutes=3), "Static")
-    return decide(spec, data, forecasts, ModelIdentity("SeasonalNaive"), lead, current, PolicyState(), NOW)
 
 
 @pytest.fixture
@@ -230,7 +201,7 @@ class _Backend:
     async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         if self.fail:
             raise BackendUnavailable("down")
-        return [_forecast(1.0) for _ in requests]
+        return [flat_forecast(1.0) for _ in requests]
 
 
 async def test_timed_backend(metrics: ScalerMetrics) -> None:
