@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from presage_scaler.controller.app import ControllerOptions
 from tests.harness.kube import KubeControlPlane, KubeHarnessError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,3 +107,24 @@ async def eventually(
                 return last
         await asyncio.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value:\n{json.dumps(last)[:3000]}")
+
+
+PERIOD = 3600.0
+
+
+def demand(at: datetime) -> float:
+    """The test workload: an hourly sine around 100 units."""
+    return 100.0 + 50.0 * math.sin(2 * math.pi * at.timestamp() / PERIOD)
+
+
+def recent_samples(hours: float = 3.0) -> list[tuple[datetime, float]]:
+    """One sample a minute up to now, so the controller's wall clock sees fresh data."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = now - timedelta(hours=hours)
+    return [(start + timedelta(minutes=i), demand(start + timedelta(minutes=i))) for i in range(int(hours * 60) + 1)]
+
+
+def options(plane: KubeControlPlane, namespace: str, **overrides: Any) -> ControllerOptions:
+    """An in-process controller watching one namespace, on free ports, without a Lease unless asked."""
+    settings = {"grpc_port": 0, "http_port": 0, "leader_elect": False, "probe_period": 2.0} | overrides
+    return ControllerOptions(kubeconfig=plane.kubeconfig, namespaces=(namespace,), **settings)

@@ -12,10 +12,19 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from presage_scaler.controller.app import running
-from tests.harness.presage_cluster import apply, condition, deployment, eventually, get, predictive_scaler, unique
+from tests.harness.presage_cluster import (
+    apply,
+    condition,
+    deployment,
+    eventually,
+    get,
+    options,
+    predictive_scaler,
+    recent_samples,
+    unique,
+)
 from tests.harness.process import free_port
 from tests.harness.prometheus import Series
-from tests.integration.test_controller import cluster, options, recent_samples  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +41,7 @@ async def model(_: Request) -> JSONResponse:
     return JSONResponse(MODEL)
 
 
-async def test_timesfm_backend_probe_and_outage(cluster, kube_namespace, prometheus_factory):  # noqa: F811
+async def test_timesfm_backend_probe_and_outage(cluster, kube_namespace, prometheus_factory):
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(Starlette(routes=[Route("/v1/model", model)]), host="127.0.0.1", port=port, log_level="warning")

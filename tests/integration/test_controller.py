@@ -3,59 +3,26 @@
 from __future__ import annotations
 
 import json
-import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
-from presage_scaler.controller.app import ControllerOptions, running
+from presage_scaler.controller.app import running
 from tests.harness.presage_cluster import (
     apply,
     condition,
+    demand,
     deployment,
     eventually,
     get,
-    install_crds,
+    options,
     predictive_scaler,
-    seasonal_backend,
-    unique,
+    recent_samples,
 )
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration
-
-PERIOD = 3600.0
-
-
-def demand(at: datetime) -> float:
-    return 100.0 + 50.0 * math.sin(2 * math.pi * at.timestamp() / PERIOD)
-
-
-def recent_samples(hours: float = 3.0) -> list[tuple[datetime, float]]:
-    """One sample a minute up to now, so the controller's wall clock sees fresh data."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    start = now - timedelta(hours=hours)
-    return [(start + timedelta(minutes=i), demand(start + timedelta(minutes=i))) for i in range(int(hours * 60) + 1)]
-
-
-@pytest.fixture(scope="module")
-def cluster(kube_control_plane):
-    install_crds(kube_control_plane)
-    return kube_control_plane
-
-
-@pytest.fixture
-def backend_name(cluster):
-    name = unique("sn")
-    apply(cluster, seasonal_backend(name))
-    yield name
-    cluster.kubectl("delete", "forecastbackend", name, "--ignore-not-found", check=False)
-
-
-def options(plane, namespace: str, **overrides) -> ControllerOptions:
-    settings = {"grpc_port": 0, "http_port": 0, "leader_elect": False, "probe_period": 2.0} | overrides
-    return ControllerOptions(kubeconfig=plane.kubeconfig, namespaces=(namespace,), **settings)
 
 
 async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace, backend_name, prometheus_factory):

@@ -20,12 +20,13 @@ from tests.harness.presage_cluster import (
     deployment,
     eventually,
     get,
+    options,
     predictive_scaler,
+    recent_samples,
     seasonal_backend,
     unique,
 )
 from tests.harness.prometheus import Series
-from tests.integration.test_controller import backend_name, cluster, options, recent_samples  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -65,9 +66,9 @@ def _scaler(name: str, prom_url: str, query: str, backend: str, **prometheus: An
 
 
 async def test_faults_degrade_with_a_reason_and_keep_the_last_recommendation(
-    cluster,  # noqa: F811
+    cluster,
     kube_namespace,
-    backend_name,  # noqa: F811
+    backend_name,
     prometheus_factory,
 ):
     samples = recent_samples()
@@ -126,7 +127,7 @@ async def test_faults_degrade_with_a_reason_and_keep_the_last_recommendation(
     cluster.kubectl("delete", "forecastbackend", spare_backend, "--ignore-not-found", check=False)
 
 
-async def test_degraded_events_do_not_flood(cluster, kube_namespace, backend_name):  # noqa: F811
+async def test_degraded_events_do_not_flood(cluster, kube_namespace, backend_name):
     apply(cluster, deployment("web", 3), kube_namespace)
     # Nothing listens on port 9: every 1s evaluation fails the same way.
     apply(cluster, _scaler("flaky", "http://127.0.0.1:9", "up", backend_name) | {}, kube_namespace)

@@ -19,10 +19,11 @@ from tests.harness.presage_cluster import (
     deployment,
     eventually,
     get,
+    options,
     predictive_scaler,
+    recent_samples,
 )
 from tests.harness.prometheus import Series
-from tests.integration.test_controller import backend_name, cluster, options, recent_samples  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def _generated_at(obj) -> str | None:
     return ((obj.get("status") or {}).get("lastForecast") or {}).get("generatedAt")
 
 
-async def test_apiserver_restart_mid_run(cluster, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+async def test_apiserver_restart_mid_run(cluster, kube_namespace, backend_name, prometheus_factory):
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     apply(cluster, deployment("web", 3), kube_namespace)
     apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="2s"), kube_namespace)
@@ -72,9 +73,9 @@ async def test_apiserver_restart_mid_run(cluster, kube_namespace, backend_name, 
 
 
 async def test_scale_down_window_continues_across_controller_restart(
-    cluster,  # noqa: F811
+    cluster,
     kube_namespace,
-    backend_name,  # noqa: F811
+    backend_name,
     prometheus_factory,
 ):
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
@@ -127,9 +128,9 @@ def _start(plane, namespace: str, identity: str, log_path) -> subprocess.Popen:
 
 
 async def test_standby_takes_over_when_the_leader_is_killed(
-    cluster,  # noqa: F811
+    cluster,
     kube_namespace,
-    backend_name,  # noqa: F811
+    backend_name,
     prometheus_factory,
     tmp_path,
 ):
@@ -185,7 +186,7 @@ async def test_standby_takes_over_when_the_leader_is_killed(
     assert get(cluster, "lease", "presage-scaler", kube_namespace)["spec"].get("holderIdentity", "") == ""
 
 
-async def test_standby_serves_what_the_leader_writes(cluster, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+async def test_standby_serves_what_the_leader_writes(cluster, kube_namespace, backend_name, prometheus_factory):
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     apply(cluster, deployment("web", 3), kube_namespace)
     apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name), kube_namespace)

@@ -8,15 +8,14 @@ import httpx
 import pytest
 
 from presage_scaler.controller.app import running
-from tests.harness.presage_cluster import REPO, apply, eventually, get, predictive_scaler
+from tests.harness.presage_cluster import REPO, apply, eventually, get, options, predictive_scaler, recent_samples
 from tests.harness.prometheus import Series
-from tests.integration.test_controller import backend_name, cluster, options, recent_samples  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def fleet_crd(cluster):  # noqa: F811
+def fleet_crd(cluster):
     cluster.kubectl("apply", "-f", str(REPO / "tests" / "fixtures" / "agones-fleet-crd.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/fleets.agones.dev", "--timeout=60s")
     return cluster
@@ -26,7 +25,7 @@ def _recommended(o) -> bool:
     return (o.get("status") or {}).get("recommendedReplicas") is not None
 
 
-async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_name, prometheus_factory):  # noqa: F811
+async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_name, prometheus_factory):
     plane = fleet_crd
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     labels = {"app": "db"}

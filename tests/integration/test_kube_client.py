@@ -10,14 +10,13 @@ from presage_scaler.controller.scalers import PREDICTIVE_SCALERS
 from presage_scaler.kube import config as kube_config
 from presage_scaler.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
 from tests.harness.presage_cluster import apply, deployment
-from tests.integration.test_controller import cluster  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
 CONFIG_MAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 
 
-async def test_watch_from_a_compacted_version_is_gone(cluster):  # noqa: F811
+async def test_watch_from_a_compacted_version_is_gone(cluster):
     async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
         for _ in range(40):
             try:
@@ -32,7 +31,7 @@ async def test_watch_from_a_compacted_version_is_gone(cluster):  # noqa: F811
         pytest.fail("the watch cache never became ready")
 
 
-async def test_discovery_conditional_patch_and_not_found(cluster, kube_namespace):  # noqa: F811
+async def test_discovery_conditional_patch_and_not_found(cluster, kube_namespace):
     apply(cluster, deployment("web", 4), kube_namespace)
     async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
         deployments = await client.resource_for("apps/v1", "Deployment")

@@ -14,9 +14,8 @@ import pytest
 import yaml
 
 from presage_scaler.controller.app import ControllerOptions, running
-from tests.harness.presage_cluster import REPO, apply, condition, deployment, eventually, get
+from tests.harness.presage_cluster import REPO, apply, condition, deployment, eventually, get, recent_samples
 from tests.harness.prometheus import Series
-from tests.integration.test_controller import cluster, recent_samples  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +27,7 @@ def _example(name: str, namespace: str) -> dict:
     return documents
 
 
-async def test_controller_runs_with_its_service_account(cluster, kube_namespace, prometheus_factory):  # noqa: F811
+async def test_controller_runs_with_its_service_account(cluster, kube_namespace, prometheus_factory):
     cluster.kubectl("apply", "-k", str(REPO / "manifests"))
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     token = cluster.service_account_token("presage-system", "presage-scaler")
