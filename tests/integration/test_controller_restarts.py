@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -9,9 +10,13 @@ import sys
 import time
 from datetime import datetime
 
+import grpc
 import pytest
 
 from presage_scaler.controller.app import running
+from presage_scaler.keda import metric_name
+from presage_scaler.proto_gen import externalscaler_pb2 as pb
+from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from tests.harness.presage_cluster import (
     REPO,
     apply,
@@ -35,17 +40,29 @@ def _generated_at(obj) -> str | None:
 async def test_apiserver_restart_mid_run(cluster, kube_namespace, backend_name, prometheus_factory):
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     apply(cluster, deployment("web", 3), kube_namespace)
-    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="2s"), kube_namespace)
+    scaler = predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="1s", mode="Enforce")
+    apply(cluster, scaler, kube_namespace)
 
-    async with running(options(cluster, kube_namespace)):
+    async with running(options(cluster, kube_namespace)) as app:
         before = await eventually(
             lambda: get(cluster, "predictivescaler", "web", kube_namespace),
             lambda o: _generated_at(o) is not None,
             what="a first recommendation",
         )
         recommended = before["status"]["recommendedReplicas"]
-        cluster.restart_apiserver()
+        # While the API server is down, KEDA keeps getting the last recommendation from the store.
+        restart = asyncio.create_task(asyncio.to_thread(cluster.restart_apiserver))
+        answers = []
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc.port}") as channel:
+            stub = pb_grpc.ExternalScalerStub(channel)
+            ref = pb.ScaledObjectRef(name="web", namespace=kube_namespace, scalerMetadata={"predictiveScaler": "web"})
+            while not restart.done():
+                reply = await stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName=metric_name("web")))
+                answers.append(reply.metricValues[0].metricValue)
+                await asyncio.sleep(0.1)
+        await restart
         restarted_at = datetime.now().astimezone().isoformat()
+        assert len(answers) >= 5 and min(answers) >= 1, answers
         after = await eventually(
             lambda: get(cluster, "predictivescaler", "web", kube_namespace),
             lambda o: _generated_at(o) is not None and _generated_at(o) > _generated_at(before),
