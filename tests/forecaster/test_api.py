@@ -11,15 +11,11 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.harness.forecaster import metric, seasonal
+
 pytestmark = pytest.mark.integration
 
 MAX_CONTEXT, MAX_HORIZON = 256, 48
-
-
-def seasonal(n: int, *, level: float = 100.0, seed: int = 0) -> list[float]:
-    rng = np.random.default_rng(seed)
-    t = np.arange(n)
-    return (level + 0.3 * level * np.sin(2 * np.pi * t / 48) + rng.normal(0, 0.02 * level, n)).tolist()
 
 
 @pytest.fixture(scope="module")
@@ -191,18 +187,6 @@ def test_declared_oversized_body_is_refused_before_reading(server):
         f"{server.url}/v1/forecast", content=payload, headers={"content-type": "application/json"}, timeout=30
     )
     assert response.status_code == 413 and response.json()["error"]["code"] == "PayloadTooLarge"
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    wanted = {f'{k}="{v}"' for k, v in labels.items()}
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            sample, _, value = line.rpartition(" ")
-            inner = sample[len(name) :].strip("{}")
-            if wanted <= set(filter(None, inner.split(","))):
-                return float(value)
-    return 0.0
 
 
 def test_metrics(server):

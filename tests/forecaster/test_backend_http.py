@@ -19,7 +19,7 @@ from presage_scaler.backends.timesfm import (
     ForecasterUnreachable,
     TimesFMClient,
 )
-from tests.forecaster.test_api import seasonal
+from tests.harness.forecaster import seasonal
 from tests.harness.process import free_port
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.forecaster.test_api import metric, seasonal
+from tests.harness.forecaster import metric, seasonal
 
 pytestmark = pytest.mark.integration
 

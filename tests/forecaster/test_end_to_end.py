@@ -15,7 +15,7 @@ from presage_scaler.evaluator import evaluate
 from presage_scaler.policy import PolicyState
 from presage_scaler.prometheus import PrometheusClientPool
 from presage_scaler.signals import PrometheusSignalSource
-from tests.forecaster.test_api import metric
+from tests.harness.forecaster import metric
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration

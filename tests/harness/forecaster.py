@@ -23,6 +23,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import numpy as np
+
 from tests.harness.cache import cache_dir, exclusive
 from tests.harness.process import LoopbackServer, run_checked
 
@@ -181,3 +183,22 @@ class ForecasterServer(LoopbackServer):
         self.launch(self.command(), ready, began + timeout, env=forecaster_env(self.env), cwd=self.cwd)
         self.startup_seconds = time.monotonic() - began
         return self
+
+
+def seasonal(n: int, *, level: float = 100.0, seed: int = 0) -> list[float]:
+    """A noisy daily-ish pattern (period 48 points) around ``level``, reproducible by ``seed``."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    return (level + 0.3 * level * np.sin(2 * np.pi * t / 48) + rng.normal(0, 0.02 * level, n)).tolist()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format (0 when absent)."""
+    wanted = {f'{k}="{v}"' for k, v in labels.items()}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            sample, _, value = line.rpartition(" ")
+            inner = sample[len(name) :].strip("{}")
+            if wanted <= set(filter(None, inner.split(","))):
+                return float(value)
+    return 0.0

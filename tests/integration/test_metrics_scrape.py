@@ -21,9 +21,9 @@ from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.shadow import Prediction, ShadowLedger
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from tests.harness.dashboard import expressions, metric_names
 from tests.harness.evaluation import SPEC, evaluate
 from tests.harness.fixtures_prometheus import PrometheusFactory
-from tests.unit.test_dashboard import expressions, metric_names
 
 pytestmark = pytest.mark.integration
 

@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 from prometheus_client import CollectorRegistry
 
 from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.store import RecommendationStore
-
-DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "presage.json"
-
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
-_MATCHERS = re.compile(r"\{[^{}]*\}")
-_RANGE = re.compile(r"\[[^\]]*\]")
-_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-# An identifier not inside a number or a duration (the lookbehind), and not a call (the lookahead).
-_NAME = re.compile(r"(?<![\w.:$])[A-Za-z_:][A-Za-z0-9_:]*(?!\s*\(|[A-Za-z0-9_:])")
-_KEYWORDS = {"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring"}
-_KEYWORDS |= {"group_left", "group_right", "inf", "nan", "atan2"}
-_LABEL_VALUES = re.compile(r"^label_values\((?P<expr>.*),\s*(?P<label>\w+)\)$")
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects."""
-    text = _STRING.sub('""', expr)
-    text = _MATCHERS.sub(" ", text)
-    text = _RANGE.sub(" ", text)
-    text = _LABEL_LIST.sub(" ", text)
-    return {name for name in _NAME.findall(text) if name.lower() not in _KEYWORDS}
+from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 
 
 @pytest.mark.parametrize(
@@ -81,27 +55,6 @@ PROCESS_WIDE = {
 }
 
 
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for panel in panels:
-        yield panel
-        yield from _panels(panel.get("panels", []))
-
-
-def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
-
-
-def expressions() -> list[str]:
-    board = dashboard()
-    exprs = [t["expr"] for p in _panels(board["panels"]) for t in p.get("targets", [])]
-    for variable in board["templating"]["list"]:
-        if variable["type"] == "query":
-            match = _LABEL_VALUES.match(variable["query"]["query"])
-            assert match, variable["query"]
-            exprs.append(match["expr"])
-    return exprs
-
-
 def test_every_expression_uses_only_exported_metrics() -> None:
     names_exported = set(exported())
     exprs = expressions()
@@ -131,7 +84,7 @@ def test_variables_and_panels() -> None:
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert {"datasource", "namespace", "scaler"} <= set(variables)
     assert "$namespace" in variables["scaler"]["query"]["query"]
-    panels = list(_panels(board["panels"]))
+    panels = list(panels_of(board["panels"]))
     assert len({p["id"] for p in panels}) == len(panels)
     families = exported()
     for panel in (p for p in panels if p["type"] != "row"):
