@@ -22,7 +22,10 @@ from presage_scaler.api.types import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SEED = REPO.parent / "shared" / "seeds" / "presage-api-reference.md"
+# The API contract, copied verbatim into the repo so the test runs in any checkout; while the
+# project's shared folder sits beside the clone, the copy is checked against it.
+SEED = REPO / "tests" / "fixtures" / "presage-api-reference.seed.md"
+SHARED_SEED = REPO.parent / "shared" / "seeds" / "presage-api-reference.md"
 
 MINIMAL = {
     "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -195,6 +198,11 @@ def _sections(text: str) -> dict[str, list[str]]:
         elif current is not None:
             sections[current] += block.split("\n")
     return sections
+
+
+@pytest.mark.skipif(not SHARED_SEED.exists(), reason="no shared/ folder beside this checkout")
+def test_seed_copy_matches_the_shared_contract():
+    assert SEED.read_text() == SHARED_SEED.read_text()
 
 
 def test_reference_contains_every_line_of_the_seed():
