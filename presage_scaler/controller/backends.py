@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -73,11 +73,6 @@ class BackendEntry:
     problem: tuple[str, str] | None = None  # (reason, message) while not usable
     model: str | None = None
     probed_generation: int | None = None
-    probe_task: asyncio.Task[None] | None = field(default=None, repr=False)
-
-    @property
-    def ready(self) -> bool:
-        return self.backend is not None and self.problem is None and self.probed_generation == self.generation
 
 
 class BackendUnusable(Exception):

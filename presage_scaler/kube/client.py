@@ -250,9 +250,3 @@ class KubeClient:
             else:
                 raise NotFound(404, "NotFound", f"the API server serves no kind {kind} in {api_version}")
         return self._discovered[key]
-
-    async def has_subresource(self, resource: Resource, subresource: str) -> bool:
-        """Whether discovery lists ``<plural>/<subresource>`` for this resource."""
-        listing = await self.request("GET", resource.path().rsplit("/", 1)[0])
-        wanted = f"{resource.plural}/{subresource}"
-        return any(entry.get("name") == wanted for entry in listing.get("resources", []))

@@ -54,21 +54,18 @@ class LeaderElector:
         self.retry_period = retry_period
         self._clock = clock
         self._on_change = on_change
-        self._leading = asyncio.Event()
+        self._is_leader = False
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # monotonic time that record was first seen
         self._last_renewed = 0.0
 
     @property
     def is_leader(self) -> bool:
-        return self._leading.is_set()
-
-    async def wait_leading(self) -> None:
-        await self._leading.wait()
+        return self._is_leader
 
     def _set_leading(self, leading: bool) -> None:
         if leading != self.is_leader:
-            (self._leading.set if leading else self._leading.clear)()
+            self._is_leader = leading
             log.info(
                 "leader election lease=%s/%s identity=%s leading=%s", self.namespace, self.name, self.identity, leading
             )
