@@ -325,6 +325,7 @@ class ScalerController:
         entry.scheduled_generation = generation
         now = self._clock()
         started = time.perf_counter()
+        status = _status_of(obj)
         interval = timedelta(minutes=1)
         current: int | None = None
         recommendation: Recommendation | None = None
@@ -336,7 +337,6 @@ class ScalerController:
             backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
             backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
             current = await self._targets.current_replicas(namespace, spec.scale_target_ref)
-            status = _status_of(obj)
             state = PolicyState(status.scale_down_candidate_since, status.last_scale_time)
             source = TimedSignalSource(
                 PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace)), self._metrics
@@ -370,6 +370,7 @@ class ScalerController:
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
         await self._write(
             entry,
+            status,
             lambda status: self._status_patch(
                 status, generation, current, recommendation, failure, shadow, interval, now
             ),
@@ -423,19 +424,19 @@ class ScalerController:
     async def _write(
         self,
         entry: _Entry,
+        previous: PredictiveScalerStatus,
         status_patch: Callable[[PredictiveScalerStatus], JSON],
         recommendation: Recommendation | None,
         failure: Failure | None,
     ) -> None:
-        """Patch status to ``status_patch`` of the status read, conditionally on its resourceVersion;
-        on conflict re-read and retry."""
+        """Patch status to ``status_patch`` of the status read (``previous``, parsed from ``entry.obj``),
+        conditionally on its resourceVersion; on conflict re-read and retry on the fresh object."""
         if not self._leading():
             return  # lost the lease mid-evaluation: the new leader owns status now
         obj = entry.obj
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        previous = _status_of(obj)
+        status = previous
         for attempt in range(STATUS_WRITE_ATTEMPTS):
-            status = _status_of(obj)
             patch = {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "status": status_patch(status),
@@ -448,6 +449,7 @@ class ScalerController:
                     obj = await self._client.get(PREDICTIVE_SCALERS, namespace, name)
                 except NotFound:
                     return
+                status = _status_of(obj)
                 log.info(
                     "status conflict scaler=%s/%s attempt=%d; retrying on the fresh object",
                     namespace,

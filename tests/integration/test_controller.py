@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from presage_scaler.controller.app import running
+from presage_scaler.controller.scalers import _Entry
 from tests.harness.presage_cluster import (
     apply,
     condition,
@@ -103,3 +106,26 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
     header, row = columns.splitlines()[:2]
     assert header.split()[:7] == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING"]
     assert row.split()[:6] == ["web", "Shadow", "web", "3", row.split()[4], "40"]
+
+
+async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend_name, prometheus_factory, caplog):
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(
+        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
+    )
+    async with running(options(cluster, kube_namespace)) as app:
+        stale = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("lastForecast") is not None,
+            what="a first recommendation",
+        )
+        # Someone else changes the object: the controller's copy is now out of date.
+        cluster.kubectl("label", "predictivescaler", "web", "-n", kube_namespace, "touched=yes")
+        await asyncio.sleep(1.1)  # status timestamps have one-second resolution
+        caplog.set_level(logging.INFO, logger="presage_scaler.controller.scalers")
+        await app.scalers.reconcile(_Entry(obj=stale, generation=stale["metadata"]["generation"]))
+    fresh = get(cluster, "predictivescaler", "web", kube_namespace)
+    assert "status conflict scaler=" in caplog.text
+    assert fresh["metadata"]["labels"]["touched"] == "yes"
+    assert fresh["status"]["lastForecast"]["generatedAt"] > stale["status"]["lastForecast"]["generatedAt"]
