@@ -99,7 +99,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
     """Start everything; on exit stop the servers, release the Lease and close clients."""
     config = kube_config.load(options.kubeconfig, options.context)
     namespaces = list(options.namespaces) or None
-    async with KubeClient(config) as client, httpx.AsyncClient() as http:
+    async with KubeClient(config) as client, httpx.AsyncClient() as forecaster_http:
         store = RecommendationStore()
         metrics = ScalerMetrics(store=store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
@@ -108,7 +108,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
         def leading() -> bool:
             return elector is None or elector.is_leader
 
-        backends = BackendController(client, http, probe_period=options.probe_period, leading=leading)
+        backends = BackendController(client, forecaster_http, probe_period=options.probe_period, leading=leading)
         scalers = ScalerController(
             client,
             store,
