@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from presage_scaler.api.types import AgonesFleetTarget
 from presage_scaler.store import RecommendationStore, StoredRecommendation
 
 PATH = "/agones/v1/scale"
-DEFAULT_MAX_AGE = timedelta(minutes=5)
-"""``scaleTargetRef.agones.maxRecommendationAge`` when the scaler does not set it."""
+DEFAULT_MAX_AGE: timedelta = AgonesFleetTarget().max_recommendation_age
+"""``scaleTargetRef.agones.maxRecommendationAge`` when the scaler has no ``agones`` block (the API default)."""
 MAX_BODY_BYTES = 1 << 20
 _STATUS_COUNTS = ("replicas", "readyReplicas", "reservedReplicas", "allocatedReplicas")
 _INT32_MAX = 2**31 - 1

@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from presage_scaler.api.types import (
+    CapacitySpec,
     LastForecast,
     PredictiveScalerSpec,
     PrometheusQuery,
@@ -61,15 +62,15 @@ def signal_specs(spec: PredictiveScalerSpec) -> list[SignalSpec]:
     """The scaler's signals in spec order; the single-signal form is named ``default``."""
     if spec.signal is not None:
         assert spec.signal.prometheus is not None  # enforced by the API rules
-        capacity = spec.capacity
+        capacity = spec.capacity or CapacitySpec()
         return [
             SignalSpec(
                 name="default",
                 query=spec.signal.prometheus,
                 history=spec.signal.history,
                 resolution=spec.signal.resolution,
-                per_replica=capacity.per_replica.value if capacity else 1.0,
-                capacity_query=capacity.query if capacity else None,
+                per_replica=capacity.per_replica.value,
+                capacity_query=capacity.query,
             )
         ]
     return [

@@ -18,7 +18,6 @@ from presage_scaler.keda import (
     PresageScaler,
     RequestObserver,
     ScaledObjectTriggers,
-    StalenessBound,
 )
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
@@ -66,9 +65,6 @@ class ScalerServer:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
 
-    async def wait_for_termination(self) -> None:
-        await self.server.wait_for_termination()
-
 
 async def serve(
     store: RecommendationStore,
@@ -77,9 +73,7 @@ async def serve(
     port: int = DEFAULT_PORT,
     host: str = "[::]",
     tls: TLSConfig | None = None,
-    staleness: StalenessBound | None = None,
     stream_recheck: float = 10.0,
-    triggers_timeout: float = 2.0,
     observe: RequestObserver | None = None,
 ) -> ScalerServer:
     """Start the server on ``host:port`` (``port=0`` picks a free one) and mark it SERVING.
@@ -89,7 +83,7 @@ async def serve(
     # SO_REUSEPORT off: a second presage on the same port must fail loudly, not share traffic.
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     servicer = ExternalScalerServicer(
-        PresageScaler(store, triggers, staleness=staleness, triggers_timeout=triggers_timeout),
+        PresageScaler(store, triggers),
         stream_recheck=stream_recheck,
         observe=observe,
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import time
@@ -77,7 +76,8 @@ def build_app(
         try:
             review = agones.answer(store, body, now())
             status, content = 200, review
-            log.debug("agones webhook answered response=%s", json.dumps(review["response"]))
+            response = review["response"]
+            log.debug("agones webhook answered uid=%s replicas=%d", response["uid"], response["replicas"])
         except agones.WebhookError as err:
             status, content = err.status, err.body()
             log.info("agones webhook refused status=%d reason=%s message=%r", err.status, err.reason, err.message)

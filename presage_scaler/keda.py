@@ -152,10 +152,9 @@ class PresageScaler:
         name = metric_name(scaler_name_from(ref))
         return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(metricName=name, targetSize=1, targetSizeFloat=1.0)])
 
-    def fresh_recommendation(self, ref: pb.ScaledObjectRef) -> StoredRecommendation:
-        """The ScaledObject's recommendation, looked up in the ScaledObject's namespace only."""
+    def fresh_recommendation(self, ref: pb.ScaledObjectRef, name: str) -> StoredRecommendation:
+        """PredictiveScaler ``name``'s recommendation, looked up in the ScaledObject's namespace only."""
         namespace = _namespace_from(ref)
-        name = scaler_name_from(ref)
         rec = self.store.get(namespace, name)
         if rec is None:
             raise ScalerError(
@@ -203,9 +202,9 @@ class PresageScaler:
             )
         return rec.current_replicas
 
-    async def metric_value(self, ref: pb.ScaledObjectRef) -> int:
-        """The replica count to report; see the module docstring for each mode."""
-        rec = self.fresh_recommendation(ref)
+    async def metric_value(self, ref: pb.ScaledObjectRef, name: str) -> int:
+        """The replica count to report for PredictiveScaler ``name``; see the module docstring for each mode."""
+        rec = self.fresh_recommendation(ref, name)
         if rec.mode == "Enforce":
             return rec.recommended_replicas
         if await self.shadow_is_alone(ref):
@@ -213,22 +212,19 @@ class PresageScaler:
         return 0
 
     async def is_active(self, ref: pb.ScaledObjectRef) -> bool:
-        rec = self.fresh_recommendation(ref)
-        if rec.mode == "Enforce":
-            return rec.recommended_replicas > 0
-        if await self.shadow_is_alone(ref):
-            return self._current(rec) > 0
-        return False
+        """Active exactly when the metric value is above 0, in every mode."""
+        return await self.metric_value(ref, scaler_name_from(ref)) > 0
 
     async def get_metrics(self, request: pb.GetMetricsRequest) -> pb.GetMetricsResponse:
         ref = request.scaledObjectRef
-        expected = metric_name(scaler_name_from(ref))
+        name = scaler_name_from(ref)
+        expected = metric_name(name)
         if request.metricName != expected:
             raise ScalerError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"unknown metric {request.metricName!r}: this trigger serves only {expected!r} (from GetMetricSpec)",
             )
-        value = await self.metric_value(ref)
+        value = await self.metric_value(ref, name)
         return pb.GetMetricsResponse(
             metricValues=[pb.MetricValue(metricName=expected, metricValue=value, metricValueFloat=float(value))]
         )

@@ -14,9 +14,11 @@ from its own store, so its own age is the one that matters.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -336,6 +338,18 @@ class StoreCollector(Collector):
 # --- instrumented edges -------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _timed(record: Callable[[float, Outcome], None]) -> Iterator[None]:
+    """Time the block and pass its seconds and outcome (``error`` when it raised) to ``record``."""
+    started = time.perf_counter()
+    outcome: Outcome = "error"
+    try:
+        yield
+        outcome = "success"
+    finally:
+        record(time.perf_counter() - started, outcome)
+
+
 class TimedBackend:
     """A :class:`Backend` whose forecast calls are timed into ``presage_forecast_request_duration_seconds``."""
 
@@ -357,14 +371,8 @@ class TimedBackend:
         return self._backend.max_horizon
 
     async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
-        started = time.perf_counter()
-        outcome: Outcome = "error"
-        try:
-            result = await self._backend.forecast(requests)
-            outcome = "success"
-            return result
-        finally:
-            self._metrics.observe_backend_call(self._name, time.perf_counter() - started, outcome)
+        with _timed(partial(self._metrics.observe_backend_call, self._name)):
+            return await self._backend.forecast(requests)
 
 
 class TimedSignalSource:
@@ -375,21 +383,9 @@ class TimedSignalSource:
         self._metrics = metrics
 
     async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
-        started = time.perf_counter()
-        outcome: Outcome = "error"
-        try:
-            result = await self._source.range(signal, now, max_points)
-            outcome = "success"
-            return result
-        finally:
-            self._metrics.observe_prometheus_call("range", time.perf_counter() - started, outcome)
+        with _timed(partial(self._metrics.observe_prometheus_call, "range")):
+            return await self._source.range(signal, now, max_points)
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
-        started = time.perf_counter()
-        outcome: Outcome = "error"
-        try:
-            result = await self._source.instant(query, now)
-            outcome = "success"
-            return result
-        finally:
-            self._metrics.observe_prometheus_call("instant", time.perf_counter() - started, outcome)
+        with _timed(partial(self._metrics.observe_prometheus_call, "instant")):
+            return await self._source.instant(query, now)

@@ -2,7 +2,8 @@
 
 ``presage scaledobject`` (:mod:`presage_scaler.scaledobject_command`) reads the PredictiveScaler
 from the cluster and prints what :func:`render` returns. Field names follow KEDA's ScaledObject
-specification (``seeds/keda-scaledobject-spec.md``) and its external scaler (``enableTLS`` in the
+specification (https://keda.sh/docs/latest/reference/scaledobject-spec/; the CRD is in
+``tests/fixtures/keda-scaledobject-crd.yaml``) and its external scaler (``enableTLS`` in the
 trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters, which
 KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a copy
 carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
@@ -151,15 +152,20 @@ def _trigger_auth_name(scaled_object: str) -> str:
     return f"{scaled_object}-presage-tls"
 
 
+def _tls_parameters(options: ScaledObjectOptions) -> list[str]:
+    """The authentication parameters the TriggerAuthentication passes from ``tls_secret``."""
+    return ["caCert"] + (["tlsClientCert", "tlsClientKey"] if options.tls_client_cert else [])
+
+
 def _trigger_authentication(name: str, namespace: str, options: ScaledObjectOptions) -> JSON:
-    parameters = ["caCert"] + (["tlsClientCert", "tlsClientKey"] if options.tls_client_cert else [])
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "TriggerAuthentication",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "secretTargetRef": [
-                {"parameter": p, "name": options.tls_secret, "key": TLS_SECRET_KEYS[p]} for p in parameters
+                {"parameter": p, "name": options.tls_secret, "key": TLS_SECRET_KEYS[p]}
+                for p in _tls_parameters(options)
             ]
         },
     }
@@ -280,10 +286,7 @@ def _notes(
     if tls:
         how = (
             f"the TriggerAuthentication passes Secret {options.tls_secret}'s "
-            + ", ".join(
-                f"{TLS_SECRET_KEYS[p]} as {p}"
-                for p in ["caCert"] + (["tlsClientCert", "tlsClientKey"] if options.tls_client_cert else [])
-            )
+            + ", ".join(f"{TLS_SECRET_KEYS[p]} as {p}" for p in _tls_parameters(options))
             if options.tls_secret
             else "KEDA verifies presage's certificate against the CAs it already trusts"
         )

@@ -59,11 +59,14 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Score:
-    """One prediction, scored: the replicas demand required at ``moment`` against both figures."""
+    """One prediction, scored: the replicas demand required at its ``moment`` against both figures."""
 
     prediction: Prediction
-    moment: datetime
     required: int
+
+    @property
+    def moment(self) -> datetime:
+        return self.prediction.due
 
     @property
     def covered(self) -> bool:
@@ -193,12 +196,10 @@ class ShadowLedger:
         buckets: Iterable[Bucket] = (),
         *,
         last_scored: datetime | None = None,
-        max_pending: int = SHADOW_MAX_PENDING,
         hours: int = SHADOW_HOURS,
     ) -> None:
-        self.max_pending = max_pending
         self.hours = hours
-        self._pending = sorted(pending, key=lambda p: p.at)[:max_pending]
+        self._pending = sorted(pending, key=lambda p: p.at)[:SHADOW_MAX_PENDING]
         self._buckets = {b.start: b for b in buckets}
         self._last_scored = last_scored
 
@@ -208,7 +209,7 @@ class ShadowLedger:
 
     def record(self, prediction: Prediction) -> bool:
         """Queue a prediction for scoring; False (not recorded) when the queue is full."""
-        if len(self._pending) >= self.max_pending:
+        if len(self._pending) >= SHADOW_MAX_PENDING:
             return False
         self._pending.append(prediction)
         return True
@@ -225,7 +226,7 @@ class ShadowLedger:
         for prediction in self._pending:
             required = required_replicas(data, prediction.due, now)
             if required is not None:
-                scores.append(Score(prediction, prediction.due, required))
+                scores.append(Score(prediction, required))
             elif prediction.due >= horizon and not self._lost(data, prediction.due, now):
                 still_pending.append(prediction)
         self._pending = still_pending

@@ -31,7 +31,7 @@ from presage_scaler.backends.base import BackendError
 from presage_scaler.controller.backends import BackendController, BackendUnusable
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, find, merge_conditions
 from presage_scaler.controller.secrets import SecretTokens
-from presage_scaler.controller.targets import TargetReader, is_agones_fleet
+from presage_scaler.controller.targets import TargetReader
 from presage_scaler.evaluator import EvaluationError, Recommendation, evaluate
 from presage_scaler.keda import StalenessBound
 from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
@@ -136,7 +136,7 @@ def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation |
         interval=spec.interval,
         min_replicas=spec.policy.min_replicas,
         max_replicas=spec.policy.max_replicas,
-        agones_max_age=target.agones.max_recommendation_age if target.agones and is_agones_fleet(target) else None,
+        agones_max_age=target.agones.max_recommendation_age if target.agones and target.is_agones_fleet else None,
     )
 
 

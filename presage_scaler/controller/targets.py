@@ -12,12 +12,6 @@ from presage_scaler.api.types import ScaleTargetRef
 from presage_scaler.evaluator import EvaluationError
 from presage_scaler.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
 
-AGONES_GROUP = "agones.dev"
-
-
-def is_agones_fleet(target: ScaleTargetRef) -> bool:
-    return target.kind == "Fleet" and target.api_version.split("/")[0] == AGONES_GROUP
-
 
 def _int_at(obj: dict[str, object], *path: str) -> int | None:
     value: object = obj
@@ -38,7 +32,7 @@ class TargetReader:
         where = f"{target.kind} {namespace}/{target.name} ({target.api_version})"
         try:
             resource = await self._client.resource_for(target.api_version, target.kind)
-            if is_agones_fleet(target):
+            if target.is_agones_fleet:
                 fleet = await self._client.get(resource, namespace, target.name)
                 replicas = _int_at(fleet, "status", "replicas")
                 if replicas is None:

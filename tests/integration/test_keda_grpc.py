@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from presage_scaler.grpc_server import SERVICE_NAME, ScalerServer, TLSConfig, serve
-from presage_scaler.keda import StalenessBound, StaticScaledObjectTriggers, metric_name
+from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
@@ -311,9 +311,7 @@ async def test_stream_is_active_ends_with_status_when_a_stale_recommendation_arr
 async def test_stream_is_active_recheck_notices_time_passing() -> None:
     now = [datetime.now(UTC)]
     store = RecommendationStore()
-    running = await serve(
-        store, StaticScaledObjectTriggers(), host="127.0.0.1", port=0, stream_recheck=0.1, staleness=StalenessBound()
-    )
+    running = await serve(store, StaticScaledObjectTriggers(), host="127.0.0.1", port=0, stream_recheck=0.1)
     # Drive the scaler's clock instead of waiting three minutes.
     running.servicer.scaler.clock = lambda: now[0]
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
