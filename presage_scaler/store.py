@@ -44,36 +44,38 @@ class StoredRecommendation:
         return now - self.generated_at
 
 
-Key = tuple[str, str]
-
-
 class RecommendationStore:
-    """In-memory recommendations keyed by (namespace, name), with change notification.
+    """In-memory recommendations by namespace and name, with change notification.
 
-    Single event loop, no locks: writers and readers run on the same asyncio loop.
+    Kept per namespace because the Agones webhook looks a Fleet's scaler up among its namespace's
+    recommendations on every call. Single event loop, no locks: writers and readers run on the
+    same asyncio loop.
     """
 
     def __init__(self) -> None:
-        self._items: dict[Key, StoredRecommendation] = {}
+        self._by_namespace: dict[str, dict[str, StoredRecommendation]] = {}
         self._version = 0
         self._changed = asyncio.Condition()
 
     def get(self, namespace: str, name: str) -> StoredRecommendation | None:
-        return self._items.get((namespace, name))
+        return self._by_namespace.get(namespace, {}).get(name)
 
     def in_namespace(self, namespace: str) -> Iterator[StoredRecommendation]:
-        return (item for (ns, _), item in self._items.items() if ns == namespace)
+        return iter(list(self._by_namespace.get(namespace, {}).values()))
 
     def items(self) -> list[StoredRecommendation]:
         """A snapshot of every recommendation (scrape-time metrics read it)."""
-        return list(self._items.values())
+        return [item for names in self._by_namespace.values() for item in names.values()]
 
     async def put(self, item: StoredRecommendation) -> None:
-        self._items[(item.namespace, item.name)] = item
+        self._by_namespace.setdefault(item.namespace, {})[item.name] = item
         await self._notify()
 
     async def remove(self, namespace: str, name: str) -> None:
-        if self._items.pop((namespace, name), None) is not None:
+        names = self._by_namespace.get(namespace, {})
+        if names.pop(name, None) is not None:
+            if not names:
+                del self._by_namespace[namespace]
             await self._notify()
 
     @property
