@@ -29,11 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.cache import cache_dir
-from tests.harness.forecaster import (
-    ForecasterServer,
-    ensure_forecaster_venv,
-    forecaster_env,
-)
+from tests.harness.forecaster import ForecasterServer, build_checkpoint, ensure_forecaster_venv
 
 HORIZON = 64
 TARGET_PER_CORE = 5.0
@@ -41,16 +37,10 @@ TARGET_PER_CORE = 5.0
 
 def checkpoint(python: Path) -> Path:
     """The cached full-size random-weight checkpoint, built on first use."""
-    import subprocess
-
     target = cache_dir("forecaster-bench") / "timesfm-2.5-200m-random-seed0"
     if not (target / "model.safetensors").exists():
         print(f"building the full-size random checkpoint in {target} (925 MB) ...", flush=True)
-        subprocess.run(
-            [str(python), "-m", "presage_forecaster.testing_checkpoint", str(target), "--full-size"],
-            env=forecaster_env(),
-            check=True,
-        )
+        build_checkpoint(python, target, full_size=True)
     return target
 
 

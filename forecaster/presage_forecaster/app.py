@@ -24,11 +24,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from presage_forecaster import protocol, quantiles
+from presage_forecaster.batching import MicroBatcher
 from presage_forecaster.metrics import Metrics
 from presage_forecaster.settings import Settings
 
-if TYPE_CHECKING:  # torch is imported only once the server listens, so /healthz answers at once
-    from presage_forecaster.batching import MicroBatcher
+if TYPE_CHECKING:  # torch is imported by the loading thread (_warmed_up_engine), never on the event loop
+    from presage_forecaster.engine import Engine
     from presage_forecaster.loading import LoadedModel
 
 log = logging.getLogger("presage_forecaster")
@@ -138,13 +139,7 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
         try:
             if settings.load_delay_seconds:
                 await asyncio.sleep(settings.load_delay_seconds)
-            from presage_forecaster.batching import MicroBatcher
-            from presage_forecaster.engine import Engine
-            from presage_forecaster.loading import load
-
-            loaded = await asyncio.to_thread(load, settings)
-            engine = Engine(loaded, settings.max_horizon, settings.dtype)
-            await asyncio.to_thread(engine.forecast, [np.linspace(0.0, 1.0, 64)], 1)  # warm-up
+            engine = await asyncio.to_thread(_warmed_up_engine, settings)
             batcher = MicroBatcher(
                 engine.forecast,
                 window=settings.batch_window_ms / 1000,
@@ -158,6 +153,7 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
             if on_fatal is not None:
                 on_fatal(state.error)
             return
+        loaded = engine.loaded
         state.serving = _Serving(loaded, batcher)
         metrics.ready.set(1)
         metrics.model_info.labels(loaded.model_id, loaded.revision).set(1)
@@ -183,6 +179,16 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
         Route("/v1/forecast", counted("/v1/forecast", forecast), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _warmed_up_engine(settings: Settings) -> Engine:
+    """Load the model and run one warm-up pass. Blocking, torch's import included: run it in a thread."""
+    from presage_forecaster.engine import Engine
+    from presage_forecaster.loading import load
+
+    engine = Engine(load(settings), settings.max_horizon, settings.dtype)
+    engine.forecast([np.linspace(0.0, 1.0, 64)], 1)
+    return engine
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

@@ -50,8 +50,6 @@ class Engine:
 
     def forecast(self, series: Sequence[np.ndarray], horizon: int) -> np.ndarray:
         """``len(series) × horizon × 10`` forecasts of finite, non-empty float series (oldest first)."""
-        if not series:
-            return np.zeros((0, horizon, 10))
         if not 1 <= horizon <= self.max_horizon:
             raise ValueError(f"horizon {horizon} outside [1, {self.max_horizon}]")
         longest = max(len(s) for s in series)
@@ -70,7 +68,7 @@ class Engine:
             masks[i, context - len(s) :] = False
             non_negative[i] = s.min() >= 0
         with torch.inference_mode(), self._precision():
-            _, full = self._decode(horizon, values, masks)
-        out = np.asarray(full, dtype=np.float64)[:, :horizon, :] * scale[:, None, None] + shift[:, None, None]
+            _, full = self._decode(horizon, values, masks)  # float32, len(series) × horizon × 10
+        out = full * scale[:, None, None] + shift[:, None, None]  # float64, scale's dtype
         out[non_negative] = np.maximum(out[non_negative], 0.0)
         return out

@@ -186,12 +186,12 @@ def resolve(settings: Settings) -> Checkpoint:
 
 
 def _from_hub(settings: Settings) -> Checkpoint:
-    from huggingface_hub import hf_hub_download  # a dependency of timesfm
+    from huggingface_hub import constants, hf_hub_download  # a dependency of timesfm
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     try:
         path = Path(hf_hub_download(repo_id=settings.model, filename=WEIGHTS, revision=settings.revision))
     except Exception as err:
+        offline = constants.HF_HUB_OFFLINE  # as huggingface_hub itself read HF_HUB_OFFLINE
         where = "the local Hugging Face cache (HF_HUB_OFFLINE=1)" if offline else "the Hugging Face hub"
         raise LoadError(
             f"--model {settings.model}: could not get {WEIGHTS} (revision {settings.revision or 'main'}) from "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,8 +55,7 @@ class ForecastCall:
 
     horizon: int
     treatments: list[quantiles.Treatment]
-    use_quantile_head: bool
-    series: list[SeriesInput] = field(default_factory=list)
+    series: list[SeriesInput]
 
 
 _KNOWN_KEYS = {"series", "horizon", "quantiles", "useQuantileHead"}
@@ -86,7 +85,7 @@ def parse_request(body: object, settings: Settings) -> ForecastCall:
             "series",
         )
     series = [_series(i, raw, settings) for i, raw in enumerate(raw_series)]
-    return ForecastCall(horizon=horizon, treatments=treatments, use_quantile_head=use_head, series=series)
+    return ForecastCall(horizon=horizon, treatments=treatments, series=series)
 
 
 def _horizon(raw: object, settings: Settings) -> int:
@@ -151,11 +150,10 @@ def _series(index: int, raw: object, settings: Settings) -> SeriesInput:
         )
     step, last = _timestamps(raw.get("timestamps"), values.size, f"{where}.timestamps")
     first = int(np.argmax(~missing))
-    kept = values[first:]
+    kept = values[first:]  # a view: the gaps are filled in place, in the array _values made
     gaps = np.isnan(kept)
     if gaps.any():
         at = np.flatnonzero(~gaps)
-        kept = kept.copy()
         kept[gaps] = np.interp(np.flatnonzero(gaps), at, kept[at])  # holds the last value past the end
     cut = max(0, kept.size - settings.max_context)
     return SeriesInput(

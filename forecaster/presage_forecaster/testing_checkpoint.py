@@ -2,8 +2,8 @@
 
 ``python -m presage_forecaster.testing_checkpoint DIR [--seed N] [--full-size]`` writes ``DIR`` as
 ``timesfm`` saves a checkpoint (``model.safetensors`` + ``config.json``) plus a
-``presage-checkpoint.json`` naming it. By default the architecture is shrunk (:data:`TINY`: a few
-hundred thousand parameters, loads in well under a second); ``--full-size`` keeps the 200M
+``presage-checkpoint.json`` naming it. By default the architecture is shrunk (:data:`TINY`: 761k
+parameters, 3 MB, loads in well under a second); ``--full-size`` keeps the 200M
 architecture, for measuring speed and memory without the published weights. The forecasts of
 random weights mean nothing; the code path — loading, padding, decoding, quantiles — is the real one.
 """

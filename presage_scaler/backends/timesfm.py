@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -97,7 +97,6 @@ class ModelInfo:
     max_context: int
     max_horizon: int
     quantile_levels: tuple[float, ...]
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def mismatches(self, settings: TimesFMBackend) -> list[str]:
         """Where the ForecastBackend's settings and the server disagree, one sentence each."""
@@ -163,7 +162,6 @@ class TimesFMClient:
                 max_context=_count(body, "maxContext"),
                 max_horizon=_count(body, "maxHorizon"),
                 quantile_levels=tuple(float(q) for q in body["quantileLevels"]),
-                raw=body,
             )
         except (KeyError, TypeError, ValueError) as err:
             raise InvalidForecasterResponse(f"{self._endpoint}/v1/model: unexpected answer: {err}") from err

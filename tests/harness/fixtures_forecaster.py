@@ -17,7 +17,7 @@ import pytest
 from tests.harness.forecaster import (
     ForecasterServer,
     ForecasterUnavailable,
-    build_tiny_checkpoint,
+    build_checkpoint,
     ensure_forecaster_venv,
 )
 
@@ -54,7 +54,7 @@ def forecaster_python(pytestconfig: pytest.Config) -> Path:
 def tiny_checkpoint(forecaster_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small random-weight TimesFM 2.5 checkpoint directory (model.safetensors, config.json)."""
     try:
-        return build_tiny_checkpoint(forecaster_python, tmp_path_factory.mktemp("timesfm-tiny"))
+        return build_checkpoint(forecaster_python, tmp_path_factory.mktemp("timesfm-tiny"))
     except ForecasterUnavailable as exc:
         raise pytest.fail.Exception(str(exc), pytrace=False) from None
 

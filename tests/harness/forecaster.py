@@ -8,9 +8,9 @@ one build) and holds only the package's *dependencies*: the package itself is im
 checkout through ``PYTHONPATH``, so code changes take effect without a rebuild and one cached venv
 serves every clone.
 
-Weights are never downloaded: :func:`build_tiny_checkpoint` writes a TimesFM 2.5 checkpoint with
-random weights and shrunk dimensions (``presage_forecaster.testing_checkpoint``), which the server
-loads through its real loading path.
+Weights are never downloaded: :func:`build_checkpoint` writes a TimesFM 2.5 checkpoint with
+random weights, by default with shrunk dimensions (``presage_forecaster.testing_checkpoint``), which
+the server loads through its real loading path.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.cache import cache_dir, exclusive
 from tests.harness.process import LoopbackServer, run_checked
@@ -120,13 +121,15 @@ def forecaster_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def build_tiny_checkpoint(python: Path, directory: Path, *, seed: int = 0) -> Path:
-    """Write a small random TimesFM 2.5 checkpoint into ``directory`` (see testing_checkpoint)."""
+def build_checkpoint(python: Path, directory: Path, *, seed: int = 0, full_size: bool = False) -> Path:
+    """Write a random TimesFM 2.5 checkpoint into ``directory``: small, or the 200M architecture
+    with ``full_size`` (see testing_checkpoint)."""
+    argv = [str(python), "-m", "presage_forecaster.testing_checkpoint", str(directory), "--seed", str(seed)]
     run_checked(
-        [str(python), "-m", "presage_forecaster.testing_checkpoint", str(directory), "--seed", str(seed)],
+        [*argv, "--full-size"] if full_size else argv,
         error=ForecasterUnavailable,
-        what="building the tiny TimesFM checkpoint",
-        timeout=300,
+        what=f"building the {'full-size' if full_size else 'tiny'} TimesFM checkpoint",
+        timeout=900 if full_size else 300,
         env=forecaster_env(),
     )
     return directory
@@ -193,12 +196,9 @@ def seasonal(n: int, *, level: float = 100.0, seed: int = 0) -> list[float]:
 
 
 def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    wanted = {f'{k}="{v}"' for k, v in labels.items()}
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            sample, _, value = line.rpartition(" ")
-            inner = sample[len(name) :].strip("{}")
-            if wanted <= set(filter(None, inner.split(","))):
-                return float(value)
+    """The value of the first sample ``name`` carrying ``labels``, in Prometheus text format (0 when absent)."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return sample.value
     return 0.0
