@@ -83,6 +83,27 @@ class BackendRejected(BackendError):
     reason = "BackendRejected"
 
 
+def check_history(values: np.ndarray, step: timedelta, horizon: int) -> None:
+    """Refuse, with :class:`BackendRejected`, what no backend can forecast from.
+
+    Shared by every backend so the same bad request gets the same message whichever answers it.
+    """
+    if values.ndim != 1:
+        raise BackendRejected(f"history must be one-dimensional, got shape {values.shape}")
+    if len(values) == 0:
+        raise BackendRejected("history is empty: nothing to forecast from")
+    if step <= timedelta(0):
+        raise BackendRejected(f"history step must be positive, got {step}")
+    if horizon < 1:
+        raise BackendRejected(f"horizon must be at least 1 step, got {horizon}")
+    if not np.isfinite(values).all():
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise BackendRejected(
+            f"history has a non-finite value ({values[bad]}) at index {bad} of {len(values)}; "
+            "it should have been gap-filled"
+        )
+
+
 class Backend(Protocol):
     """A forecasting backend: batch forecasts plus the limits and identity it reports."""
 

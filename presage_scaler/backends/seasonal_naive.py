@@ -61,6 +61,7 @@ from presage_scaler.backends.base import (
     ForecastRequest,
     History,
     ModelIdentity,
+    check_history,
 )
 
 MIN_RESIDUALS = 24
@@ -189,20 +190,7 @@ class SeasonalNaive:
 
 def _validate(values: np.ndarray, step: timedelta, horizon: int, quantiles: Sequence[float]) -> np.ndarray:
     """The requested levels, sorted and de-duplicated, once the request is known to be usable."""
-    if values.ndim != 1:
-        raise BackendRejected(f"history must be one-dimensional, got shape {values.shape}")
-    if len(values) == 0:
-        raise BackendRejected("history is empty: nothing to forecast from")
-    if step <= timedelta(0):
-        raise BackendRejected(f"history step must be positive, got {step}")
-    if horizon < 1:
-        raise BackendRejected(f"horizon must be at least 1 step, got {horizon}")
-    if not np.isfinite(values).all():
-        bad = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise BackendRejected(
-            f"history has a non-finite value ({values[bad]}) at index {bad} of {len(values)}; "
-            "it should have been gap-filled"
-        )
+    check_history(values, step, horizon)
     levels = np.array(sorted(set(quantiles)), dtype=np.float64)
     if levels.size and not (levels[0] > 0.0 and levels[-1] < 1.0):
         raise BackendRejected(f"quantile levels must lie strictly between 0 and 1, got {list(quantiles)}")

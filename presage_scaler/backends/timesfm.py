@@ -42,6 +42,7 @@ from presage_scaler.backends.base import (
     Forecast,
     ForecastRequest,
     ModelIdentity,
+    check_history,
 )
 
 POINT_ONLY = "point forecast only (useQuantileHead: false)"
@@ -173,15 +174,17 @@ class TimesFMClient:
         if not requests:
             return []
         for i, request in enumerate(requests):
-            if request.horizon < 1:
-                raise BackendRejected(f"request {i}: horizon must be at least 1 step, got {request.horizon}")
+            try:
+                check_history(
+                    np.asarray(request.history.values, dtype=np.float64), request.history.step, request.horizon
+                )
+            except BackendRejected as err:
+                raise BackendRejected(f"request {i}: {err}") from err
             if request.horizon > self.settings.max_horizon:
                 raise BackendRejected(
                     f"request {i}: horizon {request.horizon} is above the ForecastBackend's maxHorizon "
                     f"{self.settings.max_horizon}"
                 )
-            if len(request.history.values) == 0:
-                raise BackendRejected(f"request {i}: history is empty: nothing to forecast from")
         payload = request_body(requests, self.settings)
         body = await self._call("POST", "/v1/forecast", payload)
         forecasts, model, revision = parse_forecast_response(body, requests, self.settings.use_quantile_head)
