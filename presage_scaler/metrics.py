@@ -49,6 +49,7 @@ ERROR_REASONS = frozenset(
         "ForecastFailed",
         "BackendNotFound",
         "BackendNotReady",
+        "BackendOverloaded",
         "BackendUnavailable",
         "BackendUnreachable",
         "BackendTimeout",

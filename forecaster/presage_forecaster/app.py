@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from presage_forecaster import protocol, quantiles
-from presage_forecaster.batching import MicroBatcher
+from presage_forecaster.batching import MicroBatcher, Overloaded
 from presage_forecaster.metrics import Metrics
 from presage_forecaster.settings import Settings
 
@@ -107,6 +107,10 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
             return JSONResponse(err.body(), status_code=err.status)
         try:
             results = await serving.batcher.forecast([s.values for s in call.series], call.horizon)
+        except Overloaded as err:
+            refused = _error(503, "Overloaded", str(err))
+            refused.headers["Retry-After"] = "1"
+            return refused
         except Exception as err:  # logged with its traceback by the batcher
             return _error(500, "ForwardFailed", f"the forward pass failed: {type(err).__name__}: {err}")
         for s, result in zip(call.series, results, strict=True):
@@ -144,6 +148,7 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
                 engine.forecast,
                 window=settings.batch_window_ms / 1000,
                 max_batch=settings.max_batch_size,
+                max_queued=settings.max_queued_series,
                 metrics=metrics,
             )
             batcher.start()

@@ -30,6 +30,10 @@ log = logging.getLogger("presage_forecaster")
 RunBatch = Callable[[Sequence[np.ndarray], int], np.ndarray]
 
 
+class Overloaded(Exception):
+    """Too many series are already waiting: refuse now rather than queue without bound."""
+
+
 @dataclass
 class _Job:
     values: np.ndarray
@@ -41,10 +45,11 @@ class _Job:
 class MicroBatcher:
     """Coalesces queued series into batches of at most ``max_batch`` within ``window`` seconds."""
 
-    def __init__(self, run: RunBatch, *, window: float, max_batch: int, metrics: Metrics) -> None:
+    def __init__(self, run: RunBatch, *, window: float, max_batch: int, max_queued: int, metrics: Metrics) -> None:
         self._run = run
         self.window = window
         self.max_batch = max_batch
+        self.max_queued = max_queued
         self._metrics = metrics
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forward")
@@ -67,7 +72,16 @@ class MicroBatcher:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
     async def forecast(self, series: Sequence[np.ndarray], horizon: int) -> list[np.ndarray]:
-        """Forecasts (``horizon × 10`` each) of ``series``, in order, batched with whatever else is queued."""
+        """Forecasts (``horizon × 10`` each) of ``series``, in order, batched with whatever else is queued.
+
+        Raises :class:`Overloaded` when queueing them would put more than ``max_queued`` series in line.
+        """
+        waiting = self._queue.qsize()
+        if waiting + len(series) > self.max_queued:
+            raise Overloaded(
+                f"{waiting} series are already waiting for a forward pass and this request adds {len(series)}; "
+                f"the limit is {self.max_queued} (--max-queued-series); retry shortly"
+            )
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         jobs = [_Job(s, horizon, loop.create_future(), now) for s in series]

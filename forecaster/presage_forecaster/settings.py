@@ -41,6 +41,7 @@ class Settings:
     max_horizon: int = 128
     batch_window_ms: float = 5.0
     max_batch_size: int = 32
+    max_queued_series: int = 1024
     max_series_per_request: int = 256
     max_quantiles_per_request: int = 32
     max_body_bytes: int = 8 * 1024 * 1024
@@ -69,7 +70,13 @@ class Settings:
             )
         if self.batch_window_ms < 0:
             problems.append(f"--batch-window-ms must not be negative, got {self.batch_window_ms}")
-        for name in ("max_batch_size", "max_series_per_request", "max_quantiles_per_request", "max_body_bytes"):
+        for name in (
+            "max_batch_size",
+            "max_queued_series",
+            "max_series_per_request",
+            "max_quantiles_per_request",
+            "max_body_bytes",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.dtype not in DTYPES:
@@ -101,6 +108,7 @@ _HELP = {
     "rounded up to a multiple of 128",
     "batch_window_ms": "how long the first queued series waits for others to share its forward pass",
     "max_batch_size": "most series in one forward pass",
+    "max_queued_series": "most series waiting for a forward pass; a request beyond it gets 503 Overloaded",
     "max_series_per_request": "most series in one request (413 beyond)",
     "max_quantiles_per_request": "most quantile levels in one request (413 beyond)",
     "max_body_bytes": "largest request body in bytes (413 beyond)",

@@ -66,6 +66,12 @@ class ForecasterNotReady(BackendUnavailable):
     reason = "BackendNotReady"
 
 
+class ForecasterOverloaded(BackendUnavailable):
+    """The forecaster refused because too many series were already waiting (it asks to retry)."""
+
+    reason = "BackendOverloaded"
+
+
 class ForecasterServerError(BackendUnavailable):
     """The forecaster answered with another 5xx."""
 
@@ -227,7 +233,7 @@ def _status_error(url: str, response: httpx.Response) -> BackendError:
         pass
     text = f"presage-forecaster at {url} answered {response.status_code} {code}: {message}"
     if response.status_code == 503:
-        return ForecasterNotReady(text)
+        return ForecasterOverloaded(text) if code == "Overloaded" else ForecasterNotReady(text)
     if response.status_code >= 500:
         return ForecasterServerError(text)
     return ForecasterRejected(text, status=response.status_code, code=code)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 from statistics import NormalDist
 
 import numpy as np
@@ -10,6 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from presage_forecaster import protocol, quantiles
+from presage_forecaster.batching import MicroBatcher, Overloaded
+from presage_forecaster.metrics import Metrics
 from presage_forecaster.settings import Settings, parse_settings
 
 SETTINGS = Settings(model="/weights", max_context=16, max_horizon=8, max_series_per_request=3)
@@ -178,3 +182,28 @@ def test_bad_settings_exit_with_usage(argv, message, capsys):
     with pytest.raises(SystemExit) as caught:
         parse_settings(argv, {})
     assert caught.value.code == 2 and message in capsys.readouterr().err
+
+
+async def test_batcher_refuses_beyond_the_queue_bound_and_recovers():
+    """Series waiting for the forward pass are bounded: beyond it a request is refused at once."""
+    release = threading.Event()
+
+    def run(series, horizon):
+        release.wait(10)  # hold the forward pass so the queue fills behind it
+        return np.zeros((len(series), horizon, 10))
+
+    batcher = MicroBatcher(run, window=0.0, max_batch=1, max_queued=3, metrics=Metrics())
+    batcher.start()
+    try:
+        first = asyncio.create_task(batcher.forecast([np.ones(8)], 4))  # taken into the held pass
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(batcher.forecast([np.ones(8)] * 3, 4))  # fills the queue to 3
+        await asyncio.sleep(0.05)
+        with pytest.raises(Overloaded, match=r"3 series are already waiting .* the limit is 3"):
+            await batcher.forecast([np.ones(8)], 4)
+        release.set()
+        assert len(await first) == 1 and len(await waiting) == 3
+        assert len(await batcher.forecast([np.ones(8)], 4)) == 1  # accepted again once drained
+    finally:
+        release.set()
+        await batcher.stop()

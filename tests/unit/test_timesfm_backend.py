@@ -25,6 +25,7 @@ from presage_scaler.backends.base import (
 from presage_scaler.backends.timesfm import (
     POINT_ONLY,
     ForecasterNotReady,
+    ForecasterOverloaded,
     ForecasterRejected,
     ForecasterServerError,
     ForecasterTimeout,
@@ -172,6 +173,13 @@ def test_model_info_mismatches():
             ForecasterNotReady,
             "BackendNotReady",
             "503",
+        ),
+        (
+            503,
+            {"error": {"code": "Overloaded", "message": "40 series are already waiting"}},
+            ForecasterOverloaded,
+            "BackendOverloaded",
+            "Overloaded: 40 series",
         ),
         (
             500,
