@@ -1,7 +1,22 @@
-"""Shared pytest setup: the real-server fixtures live in tests/harness."""
+"""Shared pytest setup: the real-server fixtures live in tests/harness.
+
+Property-based tests run under a hypothesis profile chosen by ``PRESAGE_FUZZ_PROFILE``: ``default``
+(hypothesis' own defaults, seconds per surface) or ``fuzz-long`` (many more examples, for a run
+opted into on purpose). A fuzz test sets what it needs (``deadline=None``) and leaves the number
+of examples to the profile.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = [
     "tests.harness.fixtures_prometheus",
     "tests.harness.fixtures_kube",
     "tests.harness.fixtures_forecaster",
 ]
+
+settings.register_profile(
+    "fuzz-long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("PRESAGE_FUZZ_PROFILE", "default"))
