@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from google.protobuf import message_factory
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from presage_scaler.keda import (
@@ -20,11 +21,14 @@ from presage_scaler.keda import (
     ScaledObjectTriggers,
 )
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
-from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.store import RecommendationStore
 
 DEFAULT_PORT = 9090
-SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
+_SERVICE = pb.DESCRIPTOR.services_by_name["ExternalScaler"]
+SERVICE_NAME: str = _SERVICE.full_name
+# KEDA's requests are a few hundred bytes; grpc's default of 4 MiB only lets a client make us parse
+# more. A larger request is refused by grpc itself with RESOURCE_EXHAUSTED.
+MAX_REQUEST_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class TLSConfig:
             root_certificates=self.client_ca,
             require_client_auth=self.client_ca is not None,
         )
+
+
+def _method_handlers(servicer: ExternalScalerServicer) -> dict[str, grpc.RpcMethodHandler]:
+    """Every method of the proto's service, taking raw bytes: the servicer parses them (``parse_request``)."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in _SERVICE.methods:
+        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        response = message_factory.GetMessageClass(method.output_type)
+        handlers[method.name] = make(getattr(servicer, method.name), response_serializer=response.SerializeToString)
+    return handlers
 
 
 @dataclass
@@ -81,13 +95,15 @@ async def serve(
     ``observe`` is told about every call (see :data:`RequestObserver`), e.g. for metrics.
     """
     # SO_REUSEPORT off: a second presage on the same port must fail loudly, not share traffic.
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
     servicer = ExternalScalerServicer(
         PresageScaler(store, triggers),
         stream_recheck=stream_recheck,
         observe=observe,
     )
-    pb_grpc.add_ExternalScalerServicer_to_server(servicer, server)
+    handlers = _method_handlers(servicer)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"

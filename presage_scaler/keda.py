@@ -15,6 +15,8 @@ lands exactly on the value we return: the target is always 1, the value is a rep
 
 Every failure is a gRPC error status, never a made-up value: KEDA counts errors towards the
 ScaledObject's ``fallback.failureThreshold``, whereas a fabricated 0 would silently scale down.
+Requests arrive as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT like any other
+bad input, and every client-supplied value an error message quotes goes through :func:`echoed`.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
-from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.store import RecommendationStore, StoredRecommendation
 
 log = logging.getLogger(__name__)
@@ -43,11 +45,13 @@ METRIC_PREFIX = "presage-"
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_MAX = 253
 _METRIC_UNSAFE = re.compile(r"[^a-z0-9-]")
+ECHO_MAX_CHARS = 128
 
 RequestObserver = Callable[[str, str, float | None], None]
 """Called once per KEDA call with the method, the gRPC status name and the seconds it took to answer
 (None for ``StreamIsActive``, whose lifetime is not a latency); e.g. ``ScalerMetrics.observe_grpc_request``."""
 _T = TypeVar("_T")
+_M = TypeVar("_M", bound=Message)
 
 
 class ScaledObjectTriggers(Protocol):
@@ -100,6 +104,33 @@ class ScalerError(Exception):
         self.message = message
 
 
+def echoed(value: str) -> str:
+    """``value`` quoted for an error message: at most :data:`ECHO_MAX_CHARS` of it, and its length when cut.
+
+    Names, namespaces and metric names arrive unchecked from the client. Quoted whole, a 3 MiB name
+    became a 3 MiB ``grpc-message`` trailer, and anything past 8 KiB already fails a Python client's
+    metadata limit, which then sees RESOURCE_EXHAUSTED instead of the refusal.
+    """
+    if len(value) <= ECHO_MAX_CHARS:
+        return repr(value)
+    return f"{value[:ECHO_MAX_CHARS]!r}… ({len(value)} characters)"
+
+
+def parse_request(message_type: type[_M], raw: bytes) -> _M:
+    """A request decoded from the wire; INVALID_ARGUMENT when it is not a valid ``message_type``.
+
+    grpc's own deserializer lets DecodeError (e.g. a string field with bad UTF-8) reach the client as
+    UNKNOWN, indistinguishable from a server bug.
+    """
+    try:
+        return message_type.FromString(raw)
+    except DecodeError as exc:
+        raise ScalerError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"request is not a valid {message_type.DESCRIPTOR.full_name} message: {exc}",
+        ) from None
+
+
 def metric_name(scaler_name: str) -> str:
     """The metric name for a PredictiveScaler: lowercase letters, digits and ``-`` only."""
     return METRIC_PREFIX + _METRIC_UNSAFE.sub("-", scaler_name.lower())
@@ -117,7 +148,7 @@ def scaler_name_from(ref: pb.ScaledObjectRef) -> str:
     if len(name) > _NAME_MAX or not _NAME_RE.match(name):
         raise ScalerError(
             grpc.StatusCode.INVALID_ARGUMENT,
-            f"trigger metadata {SCALER_KEY}={name!r} is not a valid Kubernetes object name "
+            f"trigger metadata {SCALER_KEY}={echoed(name)} is not a valid Kubernetes object name "
             "(lowercase letters, digits, '-' and '.', at most 253 characters)",
         )
     return name
@@ -159,7 +190,8 @@ class PresageScaler:
         if rec is None:
             raise ScalerError(
                 grpc.StatusCode.NOT_FOUND,
-                f"no PredictiveScaler {name!r} with a recommendation in namespace {namespace!r}: it must exist in "
+                f"no PredictiveScaler {echoed(name)} with a recommendation in namespace {echoed(namespace)}: it "
+                "must exist in "
                 f"the ScaledObject's namespace and have been evaluated at least once",
             )
         age = rec.age(self.clock())
@@ -167,7 +199,7 @@ class PresageScaler:
         if age > max_age:
             raise ScalerError(
                 grpc.StatusCode.UNAVAILABLE,
-                f"recommendation for PredictiveScaler {namespace}/{name} is stale: generated "
+                f"recommendation for PredictiveScaler {echoed(f'{namespace}/{name}')} is stale: generated "
                 f"{age.total_seconds():.0f}s ago, bound is {max_age.total_seconds():.0f}s; check the presage "
                 "controller and its data source",
             )
@@ -182,13 +214,14 @@ class PresageScaler:
         except Exception as exc:
             raise ScalerError(
                 grpc.StatusCode.UNAVAILABLE,
-                f"Shadow mode: cannot read the triggers of ScaledObject {ref.namespace}/{ref.name} "
-                f"({type(exc).__name__}: {exc}); refusing to guess whether presage is its only trigger",
+                f"Shadow mode: cannot read the triggers of ScaledObject {echoed(f'{ref.namespace}/{ref.name}')} "
+                f"({type(exc).__name__}: {echoed(str(exc))}); refusing to guess whether presage is its only trigger",
             ) from exc
         if count < 1:
             raise ScalerError(
                 grpc.StatusCode.UNAVAILABLE,
-                f"Shadow mode: ScaledObject {ref.namespace}/{ref.name} reports {count} triggers; refusing to guess",
+                f"Shadow mode: ScaledObject {echoed(f'{ref.namespace}/{ref.name}')} reports {count} triggers; "
+                "refusing to guess",
             )
         return count == 1
 
@@ -222,7 +255,8 @@ class PresageScaler:
         if request.metricName != expected:
             raise ScalerError(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown metric {request.metricName!r}: this trigger serves only {expected!r} (from GetMetricSpec)",
+                f"unknown metric {echoed(request.metricName)}: this trigger serves only {expected!r} "
+                "(from GetMetricSpec)",
             )
         value = await self.metric_value(ref, name)
         return pb.GetMetricsResponse(
@@ -230,8 +264,12 @@ class PresageScaler:
         )
 
 
-class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
-    """gRPC adapter (method names are the proto's): maps ScalerError to a status, streams activity."""
+class ExternalScalerServicer:
+    """gRPC adapter (method names are the proto's): parses requests, maps ScalerError to a status, streams.
+
+    Each method takes the request's raw bytes (see :func:`parse_request`); ``grpc_server`` registers
+    them with no request deserializer.
+    """
 
     def __init__(
         self, scaler: PresageScaler, *, stream_recheck: float = 10.0, observe: RequestObserver | None = None
@@ -258,27 +296,26 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             if self.observe is not None:
                 self.observe(method, code.name, time.perf_counter() - started)
 
-    async def GetMetricSpec(
-        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
-    ) -> pb.GetMetricSpecResponse:
+    async def GetMetricSpec(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.GetMetricSpecResponse:
         async def call() -> pb.GetMetricSpecResponse:
-            return self.scaler.metric_spec(request)
+            return self.scaler.metric_spec(parse_request(pb.ScaledObjectRef, request))
 
         return await self._answer("GetMetricSpec", context, call)
 
-    async def GetMetrics(
-        self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GetMetricsResponse:
-        return await self._answer("GetMetrics", context, lambda: self.scaler.get_metrics(request))
+    async def GetMetrics(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.GetMetricsResponse:
+        async def call() -> pb.GetMetricsResponse:
+            return await self.scaler.get_metrics(parse_request(pb.GetMetricsRequest, request))
 
-    async def IsActive(self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
+        return await self._answer("GetMetrics", context, call)
+
+    async def IsActive(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
         async def call() -> pb.IsActiveResponse:
-            return pb.IsActiveResponse(result=await self.scaler.is_active(request))
+            return pb.IsActiveResponse(result=await self.scaler.is_active(parse_request(pb.ScaledObjectRef, request)))
 
         return await self._answer("IsActive", context, call)
 
     async def StreamIsActive(
-        self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
+        self, request: bytes, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.IsActiveResponse]:
         """Push the activity at start and on every flip; an error ends the stream with its status.
 
@@ -290,20 +327,19 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         # A stream the client cancels ends without a status of its own: count it as CANCELLED.
         code = grpc.StatusCode.CANCELLED
         try:
+            ref = parse_request(pb.ScaledObjectRef, request)
             last: bool | None = None
             while True:
                 version = store.version
-                try:
-                    active = await self.scaler.is_active(request)
-                except ScalerError as err:
-                    code = err.code
-                    await context.abort(err.code, err.message)
-                    raise
+                active = await self.scaler.is_active(ref)
                 if active != last:
                     yield pb.IsActiveResponse(result=active)
                     last = active
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(store.wait_for_change(version), timeout=self.stream_recheck)
+        except ScalerError as err:
+            code = err.code
+            await context.abort(err.code, err.message)
         finally:
             self.active_streams -= 1
             if self.observe is not None:
