@@ -68,6 +68,7 @@ ERROR_REASONS = frozenset(
         "TargetForbidden",
         "TargetUnreadable",
         "EvaluationTimeout",
+        "InternalError",
     }
 )
 """Evaluation error reasons exported as themselves; any other reason is counted as ``Other``."""

@@ -12,20 +12,20 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-# Go's time.ParseDuration syntax without a sign: what users already write for Kubernetes.
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+_NANOS_PER_UNIT = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+# Go's time.ParseDuration syntax without a sign, what users already write for Kubernetes, with the
+# digits of each part bounded so that no string within the 32-character limit can exceed Go's
+# range (the largest sum is under 10^6 hours against Go's 2562047h): a duration the API server
+# accepts is one both Go and Python represent exactly, so no tenant value can overflow either.
+_DURATION_PARTS = {"h": 5, "m": 7, "s": 9, "ms": 12, "us": 15, "µs": 15, "ns": 18}
+DURATION_MAX_LENGTH = 32
+DURATION_PATTERN = (
+    "^(" + "|".join(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,9}})?{unit}" for unit, digits in _DURATION_PARTS.items()) + ")+$"
+)
 _DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_PART_RE = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|µs|ms|s|m|h)")
 
 # A decimal strictly between 0 and 1, written the way a CR carries it ("0.9", ".95").
 QUANTILE_PATTERN = r"^0?\.[0-9]*[1-9][0-9]*$"
@@ -40,31 +40,85 @@ def _quote(raw: object) -> str:
     return f'"{raw}"' if isinstance(raw, str) else repr(raw)
 
 
+class GoDuration(timedelta):
+    """A parsed duration that remembers its exact length in nanoseconds.
+
+    ``timedelta`` keeps microseconds; the API server compares durations in nanoseconds. Rules that
+    compare durations (``history >= resolution``, ``min <= max``, "at least 1s") use
+    :attr:`nanoseconds` so that presage and the API server give the same verdict on ``1500ns``.
+    """
+
+    nanoseconds: int
+
+    def __new__(cls, nanoseconds: int) -> GoDuration:
+        value = super().__new__(cls, microseconds=nanoseconds // 1000)
+        value.nanoseconds = nanoseconds
+        return value
+
+
+def nanoseconds(value: timedelta) -> int:
+    """The exact length of a duration in nanoseconds (whole microseconds for a plain timedelta)."""
+    if isinstance(value, GoDuration):
+        return value.nanoseconds
+    return ((value.days * 86400 + value.seconds) * 10**6 + value.microseconds) * 1000
+
+
 def parse_duration(raw: object) -> timedelta:
-    """Parse a Go-style duration (``30s``, ``5m``, ``336h``, ``1h30m``, ``1.5h``)."""
+    """Parse a Go-style duration (``30s``, ``5m``, ``336h``, ``1h30m``, ``1.5h``).
+
+    Computes nanoseconds the way Go's ``time.ParseDuration`` does (integer part times the unit,
+    plus the fraction through float64, truncated), so the value is the one the API server's CEL
+    rules saw.
+    """
     if isinstance(raw, timedelta):
         return raw
-    if not isinstance(raw, str) or not _DURATION_RE.match(raw):
-        raise ValueError(f"{_quote(raw)} is not a duration such as 30s, 5m or 1h30m")
-    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in _DURATION_PART_RE.findall(raw))
-    return timedelta(seconds=seconds)
+    if not isinstance(raw, str) or len(raw) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(raw):
+        raise ValueError(
+            f"{_quote(raw)} is not a duration such as 30s, 5m or 1h30m "
+            f"(at most {DURATION_MAX_LENGTH} characters and 99999h)"
+        )
+    total = 0
+    for whole, fraction, unit in _DURATION_PART_RE.findall(raw):
+        per_unit = _NANOS_PER_UNIT[unit]
+        total += int(whole) * per_unit
+        if fraction and int(fraction):
+            total += int(float(int(fraction)) * (float(per_unit) / 10 ** len(fraction)))
+    return GoDuration(total)
 
 
 def format_duration(value: timedelta) -> str:
-    """Render a duration the way users write it: ``1h30m``, ``5m``, ``30s``, ``0s``."""
-    total = value.total_seconds()
+    """Render a duration the way users write it, exactly: ``1h30m``, ``5m``, ``1.5s``, ``250ms``, ``0s``."""
+    total = nanoseconds(value)
     if total <= 0:
         return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
+    hours, rest = divmod(total, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    seconds, fraction = divmod(rest, 10**9)
     parts = []
     if hours:
-        parts.append(f"{int(hours)}h")
+        parts.append(f"{hours}h")
     if minutes:
-        parts.append(f"{int(minutes)}m")
-    if seconds:
-        parts.append(f"{seconds:g}s")
+        parts.append(f"{minutes}m")
+    if fraction and not (hours or minutes or seconds):
+        for unit, size in (("ms", 10**6), ("us", 10**3)):
+            if fraction % size == 0:
+                return f"{fraction // size}{unit}"
+        return f"{fraction}ns"
+    if seconds or fraction:
+        parts.append(f"{seconds}.{fraction:09d}".rstrip("0").rstrip(".") + "s")
     return "".join(parts)
+
+
+AMOUNT_MAX_INTEGER = 2**53 - 1
+"""The largest integer an int-or-string field takes as a number: the largest a float64 holds exactly."""
+
+
+def plain_number(value: float) -> str:
+    """A finite number written out in full (``12.5``, ``1234567``, ``0.00001``), never in e-notation,
+    so that it reads back through the API's decimal pattern."""
+    if value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")
 
 
 @dataclass(frozen=True)
@@ -79,54 +133,64 @@ class Amount:
         return base * self.value / 100.0 if self.percent else self.value
 
     def __str__(self) -> str:
-        number = f"{self.value:g}"
+        number = plain_number(self.value)
         return f"{number}%" if self.percent else number
 
 
+def wire_integer(raw: object, low: int, high: int) -> int:
+    """An integer as the API server takes it from JSON: an int, or a float with no fraction; never a
+    bool or a numeric string. Raises ValueError outside ``[low, high]``."""
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValueError(f"{_quote(raw)} is not an integer")
+    if not low <= raw <= high:
+        raise ValueError(f"{_quote(raw)} is out of range: must be between {low} and {high}")
+    return raw
+
+
 def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
-    """Parse an int-or-string amount: ``3``, ``2.5``, ``"3"`` or (when allowed) ``"10%"``."""
+    """Parse an int-or-string amount: ``3``, ``"2.5"``, ``"3"`` or (when allowed) ``"10%"``.
+
+    As on the API server: a number must be a whole one (a fraction goes in a string) between 0 and
+    :data:`AMOUNT_MAX_INTEGER`, and a string must match the pattern exactly (no spaces).
+    """
     if isinstance(raw, Amount):
         return raw
-    if isinstance(raw, bool):
-        raise ValueError(f"{_quote(raw)} is not a number")
-    if isinstance(raw, int | float):
-        if not math.isfinite(raw) or raw < 0:
-            raise ValueError(f"{_quote(raw)} is not a non-negative number")
-        return Amount(float(raw))
+    kind = "a non-negative number or percentage" if allow_percent else "a non-negative number"
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        if isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(f'{_quote(raw)} is not {kind}: write a fraction as a string, such as "{raw}"')
+        return Amount(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)))
     if isinstance(raw, str):
-        text = raw.strip()
-        if text.endswith("%"):
+        if raw.endswith("%"):
             if not allow_percent:
                 raise ValueError(f"{_quote(raw)} is not a number (a percentage is not allowed here)")
-            if not _AMOUNT_RE.match(text):
+            if not _AMOUNT_RE.fullmatch(raw):
                 raise ValueError(f"{_quote(raw)} is not a non-negative percentage")
-            return Amount(float(text[:-1]), percent=True)
-        if _DECIMAL_RE.match(text):
-            return Amount(float(text))
-        kind = "a non-negative number or percentage" if allow_percent else "a non-negative number"
+            return Amount(float(raw[:-1]), percent=True)
+        if _DECIMAL_RE.fullmatch(raw):
+            return Amount(float(raw))
         raise ValueError(f"{_quote(raw)} is not {kind}")
-    raise ValueError(f"{_quote(raw)} is not a number or percentage")
+    raise ValueError(f"{_quote(raw)} is not {kind}")
 
 
 def parse_quantile(raw: object) -> float:
     """Parse a quantile level carried as a string (``"0.9"``): strictly between 0 and 1."""
-    text = f"{raw}" if isinstance(raw, float) else raw
-    if not isinstance(text, str) or not _QUANTILE_RE.match(text.strip()):
-        raise ValueError(f'{_quote(raw)} is not a quantile strictly between 0 and 1, such as "0.9"')
-    return float(text)
+    if not isinstance(raw, str) or not _QUANTILE_RE.fullmatch(raw):
+        raise ValueError(f'{_quote(raw)} is not a quantile strictly between 0 and 1, such as "0.9" (a string)')
+    return float(raw)
 
 
 def format_quantile(value: float) -> str:
     """The canonical string of a quantile level: ``0.9``, ``0.95``."""
-    return f"{value:g}"
+    return plain_number(value)
 
 
 def parse_decimal(raw: object) -> float:
     """Parse a non-negative decimal carried as a string (``"0.25"``)."""
-    if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 0:
-        return float(raw)
-    if not isinstance(raw, str) or not _DECIMAL_RE.match(raw.strip()):
-        raise ValueError(f'{_quote(raw)} is not a non-negative decimal such as "0.25"')
+    if not isinstance(raw, str) or not _DECIMAL_RE.fullmatch(raw):
+        raise ValueError(f'{_quote(raw)} is not a non-negative decimal such as "0.25" (a string)')
     return float(raw)
 
 

@@ -56,11 +56,43 @@ def _serialize_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parse_time(raw: object) -> datetime:
+    """An RFC 3339 timestamp as the API server writes it (``2026-12-01T09:20:00Z``)."""
+    if isinstance(raw, datetime):
+        return raw
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not an RFC 3339 timestamp")
+    return datetime.fromisoformat(raw)
+
+
+def _parse_measured(raw: object) -> float:
+    """A status figure: a number, or a decimal string presage wrote."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        return float(raw)
+    except OverflowError:
+        raise ValueError(f"{raw!r} is out of range") from None
+
+
+def _integer(bits: int) -> Any:
+    """An API integer of ``bits`` bits: the bounds are in the CRD, and enforced when parsing."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return Annotated[
+        int,
+        BeforeValidator(lambda raw: quantities.wire_integer(raw, low, high)),
+        Wire({"type": "integer", "format": f"int{bits}", "minimum": low, "maximum": high}, "integer"),
+    ]
+
+
 Duration = Annotated[
     timedelta,
     BeforeValidator(quantities.parse_duration),
     PlainSerializer(quantities.format_duration, return_type=str),
-    Wire({"type": "string", "maxLength": 32, "pattern": quantities.DURATION_PATTERN}, "string"),
+    Wire(
+        {"type": "string", "maxLength": quantities.DURATION_MAX_LENGTH, "pattern": quantities.DURATION_PATTERN},
+        "string",
+    ),
 ]
 Quantile = Annotated[
     float,
@@ -77,7 +109,7 @@ DecimalString = Annotated[
 # A status value that may be negative or fractional (a forecast); written as a decimal string.
 MeasuredString = Annotated[
     float,
-    BeforeValidator(float),
+    BeforeValidator(_parse_measured),
     PlainSerializer(quantities.format_decimal, return_type=str),
     Wire({"type": "string"}, "string"),
 ]
@@ -85,6 +117,8 @@ _INT_OR_STRING = {
     "x-kubernetes-int-or-string": True,
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "maxLength": 32,
+    "minimum": 0,
+    "maximum": quantities.AMOUNT_MAX_INTEGER,
 }
 IntOrPercent = Annotated[
     quantities.Amount,
@@ -100,11 +134,12 @@ IntOrDecimal = Annotated[
 ]
 Timestamp = Annotated[
     datetime,
+    BeforeValidator(_parse_time),
     PlainSerializer(_serialize_time, return_type=str),
     Wire({"type": "string", "format": "date-time"}, "string"),
 ]
-Int64 = Annotated[int, Wire({"type": "integer", "format": "int64"}, "integer")]
-Int32 = Annotated[int, Wire({"type": "integer", "format": "int32"}, "integer")]
+Int64 = _integer(64)
+Int32 = _integer(32)
 
 _UNSET: Any = object()
 _PYDANTIC_CONSTRAINTS = {
@@ -162,7 +197,9 @@ def field_extra(info: Any) -> Extra:
 class APIModel(BaseModel):
     """Base of every API object and nested type: camelCase on the wire, rules checked on parse."""
 
+    # strict: no lax conversions ("3" to 3, "true" to True) that the API server would refuse.
     model_config = ConfigDict(
+        strict=True,
         alias_generator=to_camel,
         populate_by_name=True,
         validate_default=True,

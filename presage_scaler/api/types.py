@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from presage_scaler.api import quantities
+from presage_scaler.api.quantities import nanoseconds
 from presage_scaler.api.schema import (
     APIModel,
     DecimalString,
@@ -63,11 +64,12 @@ def _cel_matches(expr: str, pattern: str) -> str:
     return f"{expr}.matches(r'{pattern}')"
 
 
-def _positive(duration_field: str) -> Rule:
+def _at_least_a_second(duration_field: str) -> Rule:
+    """A period presage divides by or waits on: shorter than a second is a typo, not a setting."""
     return Rule(
-        cel=f"duration(self.{duration_field}) > duration('0s')",
-        message=f"{duration_field} must be longer than 0s",
-        check=lambda obj: getattr(obj, _snake(duration_field)).total_seconds() > 0,
+        cel=f"duration(self.{duration_field}) >= duration('1s')",
+        message=f"{duration_field} must be at least 1s",
+        check=lambda obj: nanoseconds(getattr(obj, _snake(duration_field))) >= 10**9,
         field_path=f".{duration_field}",
     )
 
@@ -149,11 +151,11 @@ _RESOLUTION = (
     "weekly seasonality. At 1m you get ~11 days, which does not."
 )
 _SIGNAL_RULES = (
-    _positive("resolution"),
+    _at_least_a_second("resolution"),
     Rule(
         cel="duration(self.history) >= duration(self.resolution)",
         message="history must be at least one resolution step",
-        check=lambda s: s.history >= s.resolution,
+        check=lambda s: nanoseconds(s.history) >= nanoseconds(s.resolution),
         field_path=".history",
     ),
 )
@@ -249,7 +251,7 @@ class LeadTimeSpec(APIModel):
         Rule(
             cel="duration(self.min) <= duration(self.max)",
             message="min must be less than or equal to max",
-            check=lambda lt: lt.min <= lt.max,
+            check=lambda lt: nanoseconds(lt.min) <= nanoseconds(lt.max),
             field_path=".min",
         ),
         Rule(
@@ -434,7 +436,7 @@ class PredictiveScalerSpec(APIModel):
     )
 
     cel_rules = (
-        _positive("interval"),
+        _at_least_a_second("interval"),
         Rule(
             cel="has(self.signal) != has(self.signals)",
             message="exactly one of signal or signals must be set",
@@ -657,7 +659,7 @@ class SeasonalNaiveBackend(APIModel):
     )
     season: Duration = field("Season is the periodicity to repeat, typically 24h or 168h.", default="168h")
 
-    cel_rules = (_positive("season"),)
+    cel_rules = (_at_least_a_second("season"),)
 
 
 class TimesFMBackend(APIModel):
@@ -692,7 +694,7 @@ class TimesFMBackend(APIModel):
         default=True,
     )
 
-    cel_rules = (_positive("timeout"),)
+    cel_rules = (_at_least_a_second("timeout"),)
 
 
 class ForecastBackendSpec(APIModel):

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.quantities import format_duration, format_quantile, parse_duration
+from presage_scaler.api.quantities import format_duration, format_quantile, parse_duration, plain_number
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
@@ -42,13 +42,34 @@ def parse_span(text: str) -> timedelta:
     return timedelta(days=float(days)) + (parse_duration(rest) if rest else timedelta(0))
 
 
+MAX_SPEC_NODES = 100_000
+"""A spec has a few hundred values; a file that expands (through YAML aliases) past this is refused."""
+
+
+def _nodes(data: Any, limit: int) -> int:
+    """How many values ``data`` holds with aliases expanded, counting no further than just past ``limit``."""
+    count, stack = 0, [data]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
 def load_object(path: Path, kind: str) -> dict[str, Any]:
     """The spec in a YAML file holding a whole ``kind`` object (apiVersion/kind/metadata/spec) or just
     its spec. A multi-document file must hold exactly one object of that kind."""
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, ValueError) as err:  # ValueError: an integer past Python's digit limit
         raise BacktestError(f"{path}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise BacktestError(f"{path}: not valid YAML: nested too deeply") from None
+    if _nodes(documents, MAX_SPEC_NODES) > MAX_SPEC_NODES:
+        raise BacktestError(f"{path}: more than {MAX_SPEC_NODES} values once aliases are expanded; not a spec")
     objects = [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
     if not objects and len(documents) == 1 and isinstance(documents[0], dict) and "kind" not in documents[0]:
         return documents[0]
@@ -103,7 +124,9 @@ def scaler_spec(trace: Trace, spec_data: dict[str, Any] | None, overrides: Overr
     data = copy.deepcopy(spec_data) if spec_data is not None else _default_spec(trace, overrides)
     policy = data.setdefault("policy", {})
     if overrides.per_replica is not None:
-        capacity = {"perReplica": overrides.per_replica}
+        # The wire form: a whole number as an integer, a fraction as a decimal string.
+        number = plain_number(overrides.per_replica)
+        capacity = {"perReplica": int(number) if number.isdigit() else number}
         if data.get("signals") and len(data["signals"]) == 1:
             data["signals"][0]["capacity"] = capacity
         else:

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 PREDICTIVE_SCALERS = Resource(*API_VERSION.split("/"), "predictivescalers", True, "PredictiveScaler")
 DEFAULT_BACKEND = "default"
 STATUS_WRITE_ATTEMPTS = 4
+INTERNAL_ERROR = "InternalError"
 
 Key = tuple[str, str]
 
@@ -102,7 +103,7 @@ class SpecCache:
 def _status_of(obj: JSON) -> PredictiveScalerStatus:
     try:
         return PredictiveScalerStatus.model_validate(obj.get("status") or {})
-    except ValidationError:
+    except (ValidationError, RecursionError):
         meta = obj["metadata"]
         log.warning("ignoring unreadable status scaler=%s/%s", meta.get("namespace"), meta["name"])
         return PredictiveScalerStatus()
@@ -114,9 +115,12 @@ def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation |
     Reads the three status fields it needs straight from the object: this runs on every watch
     event, and validating the whole status each time was a measurable share of controller CPU.
     """
-    status = obj.get("status") or {}
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return None
     recommended, current = status.get("recommendedReplicas"), status.get("currentReplicas")
-    generated_at = (status.get("lastForecast") or {}).get("generatedAt")
+    last_forecast = status.get("lastForecast")
+    generated_at = last_forecast.get("generatedAt") if isinstance(last_forecast, dict) else None
     if not isinstance(recommended, int) or not isinstance(generated_at, str):
         return None
     try:
@@ -345,6 +349,11 @@ class ScalerController:
             recommendation = await asyncio.wait_for(evaluate(spec, backend, source, current, state, now), deadline)
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
             failure = _failure_of(exc)
+        except Exception as exc:
+            # A bug or an input nobody foresaw: this scaler goes Degraded with the error, keeps its last
+            # recommendation, and every other scaler goes on.
+            log.exception("evaluation failed unexpectedly scaler=%s/%s", namespace, name)
+            failure = Failure(INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
         duration = time.perf_counter() - started
         if recommendation is not None:
             assert current is not None

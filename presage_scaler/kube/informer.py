@@ -50,6 +50,7 @@ class Informer:
         self.cache: dict[Key, JSON] = {}
         self._synced = [asyncio.Event() for _ in self._namespaces]
         self.relists = 0  # how many times a list had to be (re)done; visible for tests and logs
+        self.handler_failures = 0  # objects whose handler raised; contained, counted for tests and logs
 
     @property
     def synced(self) -> bool:
@@ -141,7 +142,7 @@ class Informer:
         key = key_of(obj)
         if event_type == "DELETED":
             self.cache.pop(key, None)
-            await self._handler("delete", obj)
+            await self._handle("delete", key, obj)
             return
         previous = self.cache.get(key)
         if previous is not None and previous["metadata"].get("resourceVersion") == obj["metadata"].get(
@@ -149,4 +150,15 @@ class Informer:
         ):
             return  # a relist re-reporting what we already have
         self.cache[key] = obj
-        await self._handler("upsert", obj)
+        await self._handle("upsert", key, obj)
+
+    async def _handle(self, kind: str, key: Key, obj: JSON) -> None:
+        """Run the handler for one object; whatever one object's content makes it raise stays with
+        that object, so a tenant's CR can never stop the watch that serves every namespace."""
+        try:
+            await self._handler(kind, obj)
+        except Exception:
+            self.handler_failures += 1
+            log.exception(
+                "handler failed resource=%s object=%s event=%s; the watch goes on", self.resource.plural, key, kind
+            )

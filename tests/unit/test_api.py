@@ -80,12 +80,13 @@ def test_amount_of_base():
     assert quantities.parse_amount(7).of(250) == 7
 
 
-@pytest.mark.parametrize(("raw", "value"), [("0.9", 0.9), (".5", 0.5), ("0.05", 0.05), (0.95, 0.95)])
+@pytest.mark.parametrize(("raw", "value"), [("0.9", 0.9), (".5", 0.5), ("0.05", 0.05)])
 def test_quantiles(raw, value):
     assert quantities.parse_quantile(raw) == value
 
 
-@pytest.mark.parametrize("raw", ["0", "1", "1.5", "0.0", "-0.1", "abc", "", None])
+# An unquoted 0.95 is a number, which the API server refuses for a string field: so does presage.
+@pytest.mark.parametrize("raw", ["0", "1", "1.5", "0.0", "-0.1", "abc", "", None, 0.95, " 0.9", "0.9\n"])
 def test_bad_quantiles(raw):
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         quantities.parse_quantile(raw)
@@ -129,7 +130,16 @@ def test_defaults_match_the_reference():
             "-1",
             'spec.policy.scaleDownUncertaintyGuard.maxRelativeSpread: "-1" is not a non-negative decimal',
         ),
-        ("signal.resolution", "0s", "spec.signal: resolution must be longer than 0s"),
+        ("signal.resolution", "0s", "spec.signal: resolution must be at least 1s"),
+        ("signal.resolution", "999999999ns", "spec.signal: resolution must be at least 1s"),
+        ("leadTime.static", "99999999999h", 'spec.leadTime.static: "99999999999h" is not a duration'),
+        ("policy.maxReplicas", 2**31, "spec.policy.maxReplicas: 2147483648 is out of range"),
+        ("policy.maxReplicas", "7", 'spec.policy.maxReplicas: "7" is not an integer'),
+        ("policy.headroom", 2.5, "spec.policy.headroom: 2.5 is not a non-negative number or percentage"),
+        ("policy.headroom", 2**63, "spec.policy.headroom: 9223372036854775808 is out of range"),
+        ("policy.headroom", -3, "spec.policy.headroom: -3 is out of range"),
+        ("policy.targetQuantile", 0.9, "spec.policy.targetQuantile: 0.9 is not a quantile"),
+        ("policy.reactiveFloor.enabled", "true", "spec.policy.reactiveFloor.enabled: "),
         ("policy.maxReplicas", "many", 'spec.policy.maxReplicas: "many"'),
         ("mode", "Auto", 'spec.mode: "Auto"'),
         ("policy.minReplicas", 20, "spec.policy: minReplicas must be less than or equal to maxReplicas"),
