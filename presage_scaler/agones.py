@@ -33,6 +33,9 @@ PATH = "/agones/v1/scale"
 DEFAULT_MAX_AGE: timedelta = AgonesFleetTarget().max_recommendation_age
 """``scaleTargetRef.agones.maxRecommendationAge`` when the scaler has no ``agones`` block (the API default)."""
 MAX_BODY_BYTES = 1 << 20
+"""The largest body the webhook reads (``presage_scaler.http_server`` stops reading there); a review is ~1 KiB."""
+MAX_NAME_CHARS = 253
+"""The longest Kubernetes name (a DNS subdomain); also bounds the uid, and so what refusals echo."""
 _STATUS_COUNTS = ("replicas", "readyReplicas", "reservedReplicas", "allocatedReplicas")
 _INT32_MAX = 2**31 - 1
 
@@ -70,9 +73,15 @@ def _object(value: Any, where: str) -> dict[str, Any]:
 
 
 def _string(request: dict[str, Any], key: str) -> str:
+    """A name or uid: echoed in the answer or a refusal, so bounded and encodable as UTF-8."""
     value = request.get(key)
-    if not isinstance(value, str) or not value:
-        raise _malformed(f"request.{key} must be a non-empty string")
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_CHARS:
+        raise _malformed(f"request.{key} must be a string of 1 to {MAX_NAME_CHARS} characters")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        # JSON may escape a lone UTF-16 surrogate ("\ud800"); no UTF-8 answer can carry it back.
+        raise _malformed(f"request.{key} contains a lone surrogate (an unpaired \\uD800-\\uDFFF escape)") from None
     return value
 
 
@@ -86,12 +95,14 @@ def _string_map(request: dict[str, Any], key: str) -> None:
 
 def parse_review(body: bytes) -> FleetAutoscaleRequest:
     """Validate a FleetAutoscaleReview body; :class:`WebhookError` 400 when it is not one."""
-    if len(body) > MAX_BODY_BYTES:
-        raise WebhookError(413, "RequestTooLarge", f"request body exceeds {MAX_BODY_BYTES} bytes")
     try:
         review = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _malformed(f"invalid JSON ({exc})") from None
+    except ValueError:  # Python's limit on digits in an int
+        raise _malformed("invalid JSON (an integer with too many digits)") from None
+    except RecursionError:
+        raise _malformed("invalid JSON (nested too deeply)") from None
     review = _object(review, "the body")
     request = _object(review.get("request"), "request")
     status = _object(request.get("status"), "request.status")

@@ -8,6 +8,20 @@ FleetAutoscaler's ``caBundle`` verifies; uvicorn reads them once, at start.
 * ``GET /readyz``: 200 once the ``ready`` callable says so, else 503 with its reason.
 * ``GET /metrics``: Prometheus exposition of :class:`ScalerMetrics`' registry.
 * ``POST /agones/v1/scale``: :mod:`presage_scaler.agones`, answered from the store alone.
+
+No client can make the server hold memory or connections without bound (:class:`HttpLimits`):
+
+* A webhook body is read up to ``max_body_bytes`` (1 MiB) and no further: a larger Content-Length
+  is refused at once, before a byte of the body is read, and a chunked body is counted as it
+  streams in and refused where it crosses the limit (413 ``RequestTooLarge``). A body that has not
+  fully arrived within ``body_timeout`` (10 s) is refused (408 ``RequestTimeout``). Both answers
+  carry ``Connection: close``, so the rest of the body is never read.
+* A connection must deliver a complete request head within ``head_timeout`` (10 s) of opening or of
+  its previous response, or it is closed unanswered: uvicorn alone restarts its keep-alive timer on
+  every byte, so a client trickling a header (slowloris) would hold its connection forever. Heads
+  are at most 16 KiB (h11's default); an invalid Content-Length is a plain-text 400 from h11.
+* Once ``limit_concurrency`` (100) connections are open, uvicorn answers a further request 503
+  (plain text) without calling the app, so at most about 100 MiB of bodies are buffered at once.
 """
 
 from __future__ import annotations
@@ -20,14 +34,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+import h11
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from presage_scaler import agones
 from presage_scaler.metrics import ScalerMetrics
@@ -48,12 +66,61 @@ class TLSFiles:
     key: Path
 
 
+@dataclass(frozen=True)
+class HttpLimits:
+    """What one client may cost the server; the module docstring says how each is enforced."""
+
+    max_body_bytes: int = agones.MAX_BODY_BYTES
+    """The largest webhook body read; a larger one is refused with 413."""
+    body_timeout: float = 10.0
+    """Seconds from the request head to the last byte of its body; a slower body is refused with 408."""
+    head_timeout: float = 10.0
+    """Seconds a connection may take to send a complete request head, from opening or its last response."""
+    limit_concurrency: int = 100
+    """Open connections beyond which uvicorn answers 503."""
+
+
+async def _read_body(request: Request, limits: HttpLimits) -> bytes:
+    """The request body, or a :class:`~presage_scaler.agones.WebhookError` as soon as it is known to
+    be too large (from its Content-Length, else from the bytes counted so far), malformed or slow."""
+    limit = limits.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not (declared.isascii() and declared.isdigit()):
+            raise agones.WebhookError(400, "MalformedRequest", "Content-Length must be a non-negative integer")
+        digits = declared.lstrip("0") or "0"
+        # The length test first: int() refuses strings of more than 4300 digits.
+        if len(digits) > len(str(limit)) or int(digits) > limit:
+            raise _too_large(limit)
+    body = bytearray()
+    try:
+        async with asyncio.timeout(limits.body_timeout), contextlib.aclosing(request.stream()) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise _too_large(limit)
+    except TimeoutError:
+        raise agones.WebhookError(
+            408, "RequestTimeout", f"the request body did not arrive within {limits.body_timeout:g}s"
+        ) from None
+    except ClientDisconnect:
+        raise agones.WebhookError(
+            400, "MalformedRequest", "the client closed the connection before the body ended"
+        ) from None
+    return bytes(body)
+
+
+def _too_large(limit: int) -> agones.WebhookError:
+    return agones.WebhookError(413, "RequestTooLarge", f"request body exceeds {limit} bytes")
+
+
 def build_app(
     store: RecommendationStore,
     metrics: ScalerMetrics,
     *,
     ready: Readiness = lambda: True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    limits: HttpLimits = HttpLimits(),
 ) -> Starlette:
     """The ASGI app; :func:`serve_http` runs it, tests may drive it in memory."""
 
@@ -72,8 +139,14 @@ def build_app(
 
     async def scale(request: Request) -> Response:
         started = time.perf_counter()
-        body = await request.body()
+        headers: dict[str, str] = {}
         try:
+            try:
+                body = await _read_body(request, limits)
+            except agones.WebhookError:
+                # Close rather than keep the connection: uvicorn would otherwise read the rest of the body.
+                headers["connection"] = "close"
+                raise
             review = agones.answer(store, body, now())
             status, content = 200, review
             response = review["response"]
@@ -82,7 +155,7 @@ def build_app(
             status, content = err.status, err.body()
             log.info("agones webhook refused status=%d reason=%s message=%r", err.status, err.reason, err.message)
         metrics.observe_webhook_request(status, time.perf_counter() - started)
-        return JSONResponse(content, status_code=status)
+        return JSONResponse(content, status_code=status, headers=headers)
 
     return Starlette(
         routes=[
@@ -92,6 +165,50 @@ def build_app(
             Route(agones.PATH, scale, methods=["POST"]),
         ]
     )
+
+
+class _H11WithHeadDeadline(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head.
+
+    uvicorn arms no timer before a connection's first request and restarts its keep-alive timer on
+    every byte, so without this a client sending a header a byte at a time keeps its connection
+    forever. The deadline is armed when the connection opens and after each response, cancelled once
+    h11 has a complete request head, and when it fires the connection is closed unanswered (HTTP has
+    no response to a request that has not been made)."""
+
+    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timeout = head_timeout
+        self._head_deadline: asyncio.TimerHandle | None = None
+
+    def _arm_if_waiting_for_a_head(self) -> None:
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._disarm()
+            # uvicorn's keep-alive handler is exactly "close this idle connection".
+            self._head_deadline = self.loop.call_later(self._head_timeout, self.timeout_keep_alive_handler)
+
+    def _disarm(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_if_waiting_for_a_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        # A pipelined request already parsed by uvicorn leaves their_state past IDLE: no deadline then.
+        super().on_response_complete()
+        self._arm_if_waiting_for_a_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
 
 
 class _Server(uvicorn.Server):
@@ -147,12 +264,15 @@ async def serve_http(
     ready: Readiness = lambda: True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     grace: float = 5.0,
+    limits: HttpLimits = HttpLimits(),
 ) -> HttpServer:
     """Bind ``host:port`` (``port=0`` picks a free one; a taken port raises OSError at once), start
     serving on the running loop and return once the server accepts connections."""
     sock = _bind(host, port)
     config = uvicorn.Config(
-        build_app(store, metrics, ready=ready, now=now),
+        build_app(store, metrics, ready=ready, now=now, limits=limits),
+        http=partial(_H11WithHeadDeadline, head_timeout=limits.head_timeout),  # type: ignore[arg-type]
+        limit_concurrency=limits.limit_concurrency,
         log_level="warning",
         access_log=False,
         lifespan="off",

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import httpx
+
+from presage_scaler.http_server import HttpLimits, build_app
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 
 UID = "4d0d5c2e-9f6b-4e8e-8a43-2b1f0a7c9d11"
 NS = "games"
@@ -17,3 +26,30 @@ REVIEW: dict[str, Any] = {
     },
     "response": None,
 }
+
+
+def fleet_recommendation(now: datetime, *, recommended: int = 7) -> StoredRecommendation:
+    """A fresh Enforce recommendation for REVIEW's Fleet, within 1–50 replicas."""
+    return StoredRecommendation(
+        namespace=NS,
+        name="arena-ps",
+        mode="Enforce",
+        target=TargetRef("agones.dev/v1", "Fleet", "arena"),
+        recommended_replicas=recommended,
+        current_replicas=4,
+        generated_at=now - timedelta(seconds=10),
+        interval=timedelta(minutes=1),
+        min_replicas=1,
+        max_replicas=50,
+    )
+
+
+@asynccontextmanager
+async def webhook_in_memory(limits: HttpLimits | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """A client for the scaler's HTTP app driven in memory, REVIEW's Fleet recommended 7 replicas."""
+    now = datetime.now(UTC)
+    store = RecommendationStore()
+    await store.put(fleet_recommendation(now))
+    app = build_app(store, ScalerMetrics(), now=lambda: now, limits=limits or HttpLimits())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://presage") as client:
+        yield client

@@ -6,20 +6,24 @@ with ``"response": null``), and answers are checked as raw JSON, as Agones' Go d
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import json
 import re
 import ssl
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from presage_scaler.agones import PATH
-from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
+from presage_scaler.agones import MAX_BODY_BYTES, PATH
+from presage_scaler.http_server import HttpLimits, HttpServer, TLSFiles, serve_http
 from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.agones import NS, REVIEW, UID
@@ -290,3 +294,200 @@ async def test_bad_certificate_fails_at_start(tmp_path: Path) -> None:
     bad = TLSFiles(tmp_path / "tls.crt", tmp_path / "tls.key")
     with pytest.raises(ssl.SSLError):
         await serve_http(RecommendationStore(), ScalerMetrics(), host="127.0.0.1", port=0, tls=bad)
+
+
+# --- limits: what one client may cost the server ------------------------------------------------
+
+
+@dataclass
+class Raw:
+    """A bare TCP connection, to send what no HTTP client library would."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+
+    @classmethod
+    async def open(cls, port: int) -> Raw:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def response(self, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+        """The next response's status, headers (lower-case names) and body."""
+        async with asyncio.timeout(timeout):
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            status_line, *lines = head.decode("latin-1").split("\r\n")[:-2]
+            headers = dict(line.lower().split(": ", 1) for line in lines)
+            body = await self.reader.readexactly(int(headers.get("content-length", "0")))
+        return int(status_line.split()[1]), headers, body
+
+    async def closed_by_server(self, timeout: float) -> bool:
+        """Whether the server closes the connection within ``timeout`` (anything it sent is skipped)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while await self.reader.read(65536):
+                    pass
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            pass
+        return True
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def head(length: int | str | None = None, *, path: str = PATH) -> bytes:
+    framing = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
+    return f"POST {path} HTTP/1.1\r\nHost: presage\r\nContent-Type: application/json\r\n{framing}\r\n".encode()
+
+
+@asynccontextmanager
+async def limited(h: Running, **limits: Any) -> AsyncIterator[HttpServer]:
+    server = await serve_http(h.store, h.metrics, host="127.0.0.1", port=0, now=h.clock, limits=HttpLimits(**limits))
+    try:
+        yield server
+    finally:
+        await server.stop(grace=1.0)
+
+
+async def test_a_huge_content_length_is_refused_before_any_body(h: Running) -> None:
+    conn = await Raw.open(h.server.port)
+    try:
+        await conn.send(head(99999999999999))  # the head alone: the answer must not wait for a body
+        status, headers, body = await conn.response(timeout=2.0)
+        assert (status, headers["connection"]) == (413, "close")
+        assert json.loads(body)["reason"] == "RequestTooLarge"
+        assert await conn.closed_by_server(timeout=2.0)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("length", ["abc", "-1", "1e3", "9" * 5000])
+async def test_an_invalid_content_length_is_a_bad_request(h: Running, length: str) -> None:
+    conn = await Raw.open(h.server.port)
+    try:
+        await conn.send(head(length))
+        status, _, _ = await conn.response(timeout=2.0)
+        assert status == 400  # from h11, before the app: plain text
+        assert await conn.closed_by_server(timeout=2.0)
+    finally:
+        conn.close()
+
+
+async def test_a_chunked_body_is_refused_at_the_limit(h: Running) -> None:
+    conn = await Raw.open(h.server.port)
+    chunk = b" " * 65536
+    try:
+        await conn.send(head())
+        for _ in range(MAX_BODY_BYTES // len(chunk) + 1):
+            await conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        status, headers, body = await conn.response(timeout=2.0)  # no more is sent: it must answer now
+        assert (status, headers["connection"], json.loads(body)["reason"]) == (413, "close", "RequestTooLarge")
+    finally:
+        conn.close()
+
+
+async def test_a_slow_body_is_refused_after_the_body_timeout(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, body_timeout=0.5) as server:
+        conn = await Raw.open(server.port)
+        try:
+            body = review()
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await conn.send(head(len(body)) + body[:10])
+            status, headers, content = await conn.response(timeout=3.0)
+            assert (status, headers["connection"], json.loads(content)["reason"]) == (408, "close", "RequestTimeout")
+            assert 0.5 <= loop.time() - started < 3.0
+            assert await conn.closed_by_server(timeout=1.0)
+        finally:
+            conn.close()
+
+
+async def test_slowloris_connections_are_closed_after_the_head_timeout(h: Running) -> None:
+    """300 clients each trickling a request head a byte at a time: each is closed at the deadline,
+    although it never stops sending, and the webhook answers again afterwards."""
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, head_timeout=1.0) as server:
+        conns = [await Raw.open(server.port) for _ in range(300)]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def trickle(conn: Raw) -> float | None:
+            """Seconds until the server closed it; None when it still had not after 8 s."""
+            for byte in head(1000):
+                if conn.reader.at_eof() or loop.time() - started > 8.0:
+                    break
+                with contextlib.suppress(ConnectionError):
+                    await conn.send(bytes([byte]))
+                await asyncio.sleep(0.2)
+            return loop.time() - started if await conn.closed_by_server(timeout=0.2) else None
+
+        try:
+            closed_after = await asyncio.gather(*(trickle(conn) for conn in conns))
+        finally:
+            for conn in conns:
+                conn.close()
+        still_open = sum(seconds is None for seconds in closed_after)
+        slowest = max((seconds for seconds in closed_after if seconds is not None), default=None)
+        # 1 s is the deadline; the margin is for a loaded machine running client and server on one loop.
+        assert still_open == 0 and slowest is not None and slowest < 4.0, (still_open, slowest)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=5.0) as client:
+            assert (await client.post(PATH, content=review())).status_code == 200
+
+
+async def test_the_head_deadline_spares_slow_bodies_and_idle_keep_alive(h: Running) -> None:
+    """The head deadline ends with the head: a body may take longer (up to body_timeout), and a
+    kept-alive connection gets a fresh deadline after each response."""
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, head_timeout=1.0, body_timeout=5.0) as server:
+        conn = await Raw.open(server.port)
+        try:
+            body = review()
+            await conn.send(head(len(body)))
+            for piece in (body[:20], body[20:60], body[60:]):
+                await asyncio.sleep(0.6)  # 1.8 s in all, well over the head timeout
+                await conn.send(piece)
+            assert (await conn.response())[0] == 200
+            await asyncio.sleep(0.3)
+            await conn.send(head(len(body)) + body)
+            assert (await conn.response())[0] == 200
+            assert await conn.closed_by_server(timeout=2.5)  # idle past the deadline: closed
+        finally:
+            conn.close()
+
+
+async def test_connections_beyond_the_limit_are_answered_503(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, limit_concurrency=4, head_timeout=1.0) as server:
+        idle = [await Raw.open(server.port) for _ in range(4)]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=5.0) as client:
+            try:
+                assert (await client.post(PATH, content=review())).status_code == 503
+                assert all([await conn.closed_by_server(timeout=3.0) for conn in idle])
+            finally:
+                for conn in idle:
+                    conn.close()
+            assert (await client.post(PATH, content=review())).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"request":' * 2_000 + b"null" + b"}" * 2_000,
+        review().replace(UID.encode(), b"\\ud800"),
+        review().replace(b'"name":"arena"', b'"name":"' + b"a" * 100_000 + b'"'),
+        review().replace(b'"replicas":4', b'"replicas":' + b"9" * 5_000),
+    ],
+    ids=["nested-2000-deep", "lone-surrogate-uid", "100k-name", "5000-digit-count"],
+)
+async def test_odd_bodies_are_400_on_the_wire(h: Running, body: bytes) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    response = await post(h, body)
+    assert response.status_code == 400
+    assert response.json().keys() == {"reason", "message"}
+    assert response.json()["reason"] == "MalformedRequest"
+    assert len(response.content) < 1024  # nothing long is echoed

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from presage_scaler.agones import MAX_BODY_BYTES, WebhookError, answer
+from presage_scaler.agones import MAX_NAME_CHARS, WebhookError, answer
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.agones import NS, REVIEW, UID
 
@@ -185,6 +185,14 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         (body(_with("request.status.lists", "players")), "request.status.lists"),
         (body(_with("request.labels", {"app": 1})), "request.labels"),
         (body(_with("request.annotations", ["a"])), "request.annotations"),
+        # What the HTTP layer lets through must still be a 400, never an exception.
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"request":' * 5_000 + b"null" + b"}" * 5_000, "nested too deeply"),
+        (b'{"request": 1' + b"7" * 5_000 + b"}", "integer with too many digits"),
+        (body(_with("request.uid", "\ud800")), "request.uid contains a lone surrogate"),
+        (body(_with("request.name", "arena\udfff")), "request.name contains a lone surrogate"),
+        (body(_with("request.namespace", "x" * (MAX_NAME_CHARS + 1))), "request.namespace must be a string of 1 to"),
+        (body(_with("request.uid", "u" * 100_000)), "request.uid must be a string of 1 to"),
     ],
 )
 async def test_malformed_bodies_are_bad_requests(payload: bytes, needle: str) -> None:
@@ -194,10 +202,19 @@ async def test_malformed_bodies_are_bad_requests(payload: bytes, needle: str) ->
     assert needle in err.message
 
 
-async def test_oversized_body_is_refused() -> None:
-    store = await store_with(fleet_rec())
-    err = refusal(store, b" " * (MAX_BODY_BYTES + 1))
-    assert err.status == 413
+async def test_deep_nesting_in_unknown_fields_is_tolerated() -> None:
+    # Deep enough to exercise the parser, shallow enough for it: the unknown field is ignored.
+    review = _with("request.metadata", json.loads("[" * 200 + "]" * 200))
+    store = await store_with(fleet_rec(recommended=3))
+    assert answer(store, body(review), NOW)["response"]["replicas"] == 3
+
+
+async def test_longest_names_are_answered_and_echoed() -> None:
+    longest = "n" * MAX_NAME_CHARS
+    review = _with("request.uid", longest)
+    review["request"]["name"] = longest
+    store = await store_with(fleet_rec(fleet=longest))
+    assert answer(store, body(review), NOW)["response"]["uid"] == longest
 
 
 async def test_unknown_fields_are_tolerated() -> None:

@@ -1,0 +1,56 @@
+"""The scaler's HTTP server alone in its own process, so what clients cost it shows in its memory.
+
+``python -m tests.harness.scaler_http PORT`` serves :func:`serve_http` on ``127.0.0.1:PORT`` with
+REVIEW's Fleet recommended 7 replicas until SIGTERM; :class:`ScalerHttpProcess` starts it and
+reads its resident memory from ``/proc`` (Linux).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from presage_scaler.http_server import serve_http
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.store import RecommendationStore
+from tests.harness.agones import fleet_recommendation
+from tests.harness.process import LoopbackServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ScalerHttpUnavailable(RuntimeError):
+    """The server process did not come up."""
+
+
+class ScalerHttpProcess(LoopbackServer):
+    name = "scaler-http"
+    error = ScalerHttpUnavailable
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "tests.harness.scaler_http", str(self.port)]
+        self.launch(argv, ["/healthz"], time.monotonic() + 30, cwd=REPO)
+
+    def memory_kib(self, field: str) -> int:
+        """A ``/proc/<pid>/status`` memory field: ``VmRSS`` now, ``VmHWM`` the peak so far."""
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith(f"{field}:"))
+        return int(line.split()[1])
+
+
+async def _serve(port: int) -> None:
+    store = RecommendationStore()
+    await store.put(fleet_recommendation(datetime.now(UTC)))
+    server = await serve_http(store, ScalerMetrics(), host="127.0.0.1", port=port)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(grace=1.0)
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve(int(sys.argv[1])))
