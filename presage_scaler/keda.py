@@ -190,9 +190,8 @@ class PresageScaler:
         if rec is None:
             raise ScalerError(
                 grpc.StatusCode.NOT_FOUND,
-                f"no PredictiveScaler {echoed(name)} with a recommendation in namespace {echoed(namespace)}: it "
-                "must exist in "
-                f"the ScaledObject's namespace and have been evaluated at least once",
+                f"no PredictiveScaler {echoed(name)} with a recommendation in namespace {echoed(namespace)}: it must "
+                "exist in the ScaledObject's namespace and have been evaluated at least once",
             )
         age = rec.age(self.clock())
         max_age = self.staleness.max_age(rec.interval)

@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 REFUSALS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE}
 # Half the 8 KiB a Python client accepts; each quoted value is capped at 128 characters.
 DETAILS_MAX_BYTES = 4096
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The number of examples comes from the profile (tests/conftest.py, PRESAGE_FUZZ_PROFILE).
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Every path of the server: Enforce, Shadow alone / beside others / with a ScaledObject reporting no
 # triggers / with one that is not cached, Shadow without a current count, stale.
@@ -82,7 +83,7 @@ def _huge_map(entries: int, key: str, value: str) -> dict[str, str]:
 
 odd_metadata = st.one_of(
     st.dictionaries(odd_text, odd_text, max_size=5),
-    st.builds(_huge_map, st.integers(1_000, 40_000), st.text(max_size=8), st.text(max_size=16)),
+    st.builds(_huge_map, st.integers(1_000, 20_000), st.text(max_size=8), st.text(max_size=16)),
 )
 
 
