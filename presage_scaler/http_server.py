@@ -16,10 +16,11 @@ No client can make the server hold memory or connections without bound (:class:`
   streams in and refused where it crosses the limit (413 ``RequestTooLarge``). A body that has not
   fully arrived within ``body_timeout`` (10 s) is refused (408 ``RequestTimeout``). Both answers
   carry ``Connection: close``, so the rest of the body is never read.
-* A connection must deliver a complete request head within ``head_timeout`` (10 s) of opening or of
-  its previous response, or it is closed unanswered: uvicorn alone restarts its keep-alive timer on
-  every byte, so a client trickling a header (slowloris) would hold its connection forever. Heads
-  are at most 16 KiB (h11's default); an invalid Content-Length is a plain-text 400 from h11.
+* A connection must deliver a complete request head within ``head_timeout`` (10 s) of opening (with
+  TLS: of its handshake, which asyncio bounds at 60 s) or of its previous response, or it is closed
+  unanswered: uvicorn alone restarts its keep-alive timer on every byte, so a client trickling a
+  header (slowloris) would hold its connection forever. Heads are at most 16 KiB (h11's default);
+  an invalid Content-Length is a plain-text 400 from h11.
 * Once ``limit_concurrency`` (100) connections are open, uvicorn answers a further request 503
   (plain text) without calling the app, so at most about 100 MiB of bodies are buffered at once.
 """
@@ -77,7 +78,7 @@ class HttpLimits:
     head_timeout: float = 10.0
     """Seconds a connection may take to send a complete request head, from opening or its last response."""
     limit_concurrency: int = 100
-    """Open connections beyond which uvicorn answers 503."""
+    """Open connections (the asking one included) at which uvicorn answers 503 instead of calling the app."""
 
 
 async def _read_body(request: Request, limits: HttpLimits) -> bytes:
@@ -267,7 +268,8 @@ async def serve_http(
     limits: HttpLimits = HttpLimits(),
 ) -> HttpServer:
     """Bind ``host:port`` (``port=0`` picks a free one; a taken port raises OSError at once), start
-    serving on the running loop and return once the server accepts connections."""
+    serving on the running loop and return once the server accepts connections. ``limits`` bound
+    what one client may cost (:class:`HttpLimits`)."""
     sock = _bind(host, port)
     config = uvicorn.Config(
         build_app(store, metrics, ready=ready, now=now, limits=limits),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -26,6 +29,18 @@ REVIEW: dict[str, Any] = {
     },
     "response": None,
 }
+
+# Everything Agones may add: players, counters and lists, labels and annotations.
+FULL: dict[str, Any] = copy.deepcopy(REVIEW)
+FULL["request"]["status"].update(
+    {
+        "players": {"count": 17, "capacity": 40},
+        "counters": {"rooms": {"count": 9, "capacity": 20, "allocatedCount": 9, "allocatedCapacity": 10}},
+        "lists": {"players": {"count": 3, "capacity": 8, "allocatedCount": 3, "allocatedCapacity": 4}},
+    }
+)
+FULL["request"]["labels"] = {"app": "arena", "team": "netcode"}
+FULL["request"]["annotations"] = {"agones.dev/sdk-version": "1.45.0"}
 
 
 def fleet_recommendation(now: datetime, *, recommended: int = 7) -> StoredRecommendation:
@@ -53,3 +68,17 @@ async def webhook_in_memory(limits: HttpLimits | None = None) -> AsyncIterator[h
     app = build_app(store, ScalerMetrics(), now=lambda: now, limits=limits or HttpLimits())
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://presage") as client:
         yield client
+
+
+def assert_documented_answer(body: bytes, status: int, content: bytes) -> None:
+    """What the webhook may answer any body with: REVIEW's answer (7 replicas, the request's uid) or
+    a 4xx refusal ``{"reason", "message"}``; never a 5xx, and never more than a few KiB."""
+    assert status < 500, (status, content[:500])
+    assert len(content) < 4096, (status, len(content))
+    answer = json.loads(content)
+    if status == 200:
+        uid = json.loads(body)["request"]["uid"]
+        assert answer == {"response": {"uid": uid, "scale": True, "replicas": 7}}
+    else:
+        assert 400 <= status < 500 and answer.keys() == {"reason", "message"}, (status, answer)
+        assert re.fullmatch(r"[A-Z][A-Za-z]+", answer["reason"]) and answer["message"], answer

@@ -12,19 +12,9 @@ import pytest
 
 from presage_scaler.agones import MAX_NAME_CHARS, WebhookError, answer
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
-from tests.harness.agones import NS, REVIEW, UID
+from tests.harness.agones import FULL, NS, REVIEW, UID
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-FULL: dict[str, Any] = copy.deepcopy(REVIEW)
-FULL["request"]["status"].update(
-    {
-        "players": {"count": 17, "capacity": 40},
-        "counters": {"rooms": {"count": 9, "capacity": 20, "allocatedCount": 9, "allocatedCapacity": 10}},
-        "lists": {"players": {"count": 3, "capacity": 8, "allocatedCount": 3, "allocatedCapacity": 4}},
-    }
-)
-FULL["request"]["labels"] = {"app": "arena", "team": "netcode"}
-FULL["request"]["annotations"] = {"agones.dev/sdk-version": "1.45.0"}
 
 
 def fleet_rec(
