@@ -18,7 +18,12 @@ def load(name: str) -> dict:
 def test_kustomization_lists_existing_files_in_presage_system():
     kustomization = load("kustomization.yaml")
     assert kustomization["namespace"] == "presage-system"
-    assert set(kustomization["resources"]) == {"weights-pvc.yaml", "deployment.yaml", "service.yaml"}
+    assert set(kustomization["resources"]) == {
+        "weights-pvc.yaml",
+        "deployment.yaml",
+        "service.yaml",
+        "networkpolicy.yaml",
+    }
     assert all((DIR / r).exists() for r in kustomization["resources"])
     assert load("weights-loader.yaml")["metadata"]["namespace"] == "presage-system"
 
@@ -71,6 +76,7 @@ def test_api_server_accepts_the_manifests(kube_control_plane):
         "persistentvolumeclaim/presage-forecaster-weights",
         "deployment.apps/presage-forecaster",
         "service/presage-forecaster",
+        "networkpolicy.networking.k8s.io/presage-forecaster",
     }
     loader = kube_control_plane.kubectl("apply", "--dry-run=server", "-f", str(DIR / "weights-loader.yaml"))
     assert "presage-forecaster-weights-loader" in loader.stdout
