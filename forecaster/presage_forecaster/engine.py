@@ -2,11 +2,14 @@
 
 What happens to each series, so that its forecast never depends on what else is in the batch:
 
-1. It is scaled to zero mean and unit standard deviation (its own, over its own points; a constant
-   series is only shifted). TimesFM 2.5 is affine-equivariant (``f(a·x + b) = a·f(x) + b``), so this
-   changes nothing in exact arithmetic; it keeps float32 well-conditioned for large magnitudes, and
-   unlike ``ForecastConfig.normalize_inputs`` (whose statistics include the padding) it does not
-   depend on how much the series was padded.
+1. It is scaled to zero mean and unit standard deviation (its own, over its own points, in float64).
+   A series whose spread is below 1e-12 of its level is constant: the model sees zeros and the
+   forecast is shifted by the level (its residue around the float64 mean is rounding noise, which
+   above ~1e54 would not even fit float32). TimesFM 2.5 is affine-equivariant
+   (``f(a·x + b) = a·f(x) + b``), so this changes nothing in exact arithmetic; it keeps float32
+   well-conditioned for large magnitudes, and unlike ``ForecastConfig.normalize_inputs`` (whose
+   statistics include the padding) it does not depend on how much the series was padded. The
+   float64 variance bounds the magnitudes a series may have: see ``protocol.MAX_ABS_VALUE``.
 2. It is left-padded with masked zeros to the batch's longest series, rounded up to a whole patch
    (32). Padding patches are masked out of attention and the rotary positions count from the first
    real patch, so the amount of padding does not change the result (within float tolerance). This
@@ -49,7 +52,8 @@ class Engine:
         )
 
     def forecast(self, series: Sequence[np.ndarray], horizon: int) -> np.ndarray:
-        """``len(series) × horizon × 10`` forecasts of finite, non-empty float series (oldest first)."""
+        """``len(series) × horizon × 10`` forecasts of finite, non-empty float series (oldest first),
+        each value of magnitude at most ``protocol.MAX_ABS_VALUE``."""
         if not 1 <= horizon <= self.max_horizon:
             raise ValueError(f"horizon {horizon} outside [1, {self.max_horizon}]")
         longest = max(len(s) for s in series)
@@ -63,8 +67,10 @@ class Engine:
             s = np.asarray(s, dtype=np.float64)
             shift[i] = s.mean()
             spread = s.std()
-            scale[i] = spread if spread > 1e-12 * max(1.0, abs(shift[i])) else 1.0
-            values[i, context - len(s) :] = (s - shift[i]) / scale[i]
+            constant = spread <= 1e-12 * max(1.0, abs(shift[i]))
+            scale[i] = 1.0 if constant else spread
+            if not constant:  # a constant series stays zeros (see 1. above)
+                values[i, context - len(s) :] = (s - shift[i]) / spread
             masks[i, context - len(s) :] = False
             non_negative[i] = s.min() >= 0
         with torch.inference_mode(), self._precision():

@@ -1,21 +1,43 @@
 """The wire format of ``POST /v1/forecast``: validating a request, shaping a response.
 
-Pure functions over JSON-decoded values; no HTTP here. Every rejected request raises
-:class:`RequestError` with the HTTP status, a CamelCase ``code`` and a message naming the field
-(``series[2].values``) and the problem. The format and limits are documented in docs/forecaster.md.
+Pure functions over the body's bytes and their JSON-decoded values; no HTTP here. Every rejected
+request raises :class:`RequestError` with the HTTP status, a CamelCase ``code`` and a message naming
+the field (``series[2].values``) and the problem, quoting the client's value only in bounded form
+(:mod:`presage_forecaster.quoting`). Whatever the bytes, the outcome is a :class:`ForecastCall`
+or a :class:`RequestError`, never another exception. The format and limits are documented in
+docs/forecaster.md.
+
+Numbers are bounded by what the server can compute with, not only by JSON:
+
+- a value's magnitude is at most :data:`MAX_ABS_VALUE`. The engine scales each series by its mean
+  and standard deviation in float64, and the sum of squared deviations over a full context
+  (16,256 points) overflows beyond about 1.05e152; measured with the tests' checkpoint, in float32
+  and bfloat16, a series alternating between ±1.0e152 is forecast and one at ±1.06e152 is not.
+- a timestamp lies in the years 1 to 9999 (:data:`MIN_TIMESTAMP`, :data:`MAX_TIMESTAMP`), so its
+  step and the forecast's timestamps stay finite.
+- integers of any size (JSON has no limit) are compared, never converted to float unchecked.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from presage_forecaster import quantiles
+from presage_forecaster.quoting import quote
 from presage_forecaster.settings import Settings
+
+MAX_ABS_VALUE = 1e150
+"""The largest magnitude of a value: 100 times below where the engine's float64 scaling overflows."""
+
+MIN_TIMESTAMP = datetime.min.replace(tzinfo=UTC).timestamp()
+MAX_TIMESTAMP = datetime.max.replace(tzinfo=UTC).timestamp()
+"""Timestamps are Unix seconds within the years 1 to 9999."""
 
 
 class RequestError(Exception):
@@ -62,17 +84,29 @@ _KNOWN_KEYS = {"series", "horizon", "quantiles", "useQuantileHead"}
 _KNOWN_SERIES_KEYS = {"id", "values", "timestamps"}
 
 
+def decode_body(raw: bytes) -> object:
+    """The JSON value of a request body; 400 ``InvalidJSON`` when it is not JSON, or nested too deep to decode."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise RequestError(400, "InvalidJSON", "the body is JSON nested too deeply to decode") from None
+    except ValueError as err:  # also not UTF-8, and integers beyond Python's digit limit
+        raise RequestError(400, "InvalidJSON", f"the body is not valid JSON: {quote(str(err))}") from None
+
+
 def parse_request(body: object, settings: Settings) -> ForecastCall:
     """Validate a decoded JSON body against the format and ``settings``' limits."""
     if not isinstance(body, dict):
         raise RequestError(400, "InvalidRequest", "the body must be a JSON object")
     unknown = sorted(set(body) - _KNOWN_KEYS)
     if unknown:
-        raise RequestError(400, "UnknownField", f"unknown field(s) {unknown}; known: {sorted(_KNOWN_KEYS)}")
+        raise RequestError(400, "UnknownField", f"unknown field(s) {quote(unknown)}; known: {sorted(_KNOWN_KEYS)}")
     horizon = _horizon(body.get("horizon"), settings)
     use_head = body.get("useQuantileHead", True)
     if not isinstance(use_head, bool):
-        raise RequestError(400, "InvalidRequest", f"useQuantileHead must be true or false, got {use_head!r}")
+        raise RequestError(
+            400, "InvalidRequest", f"useQuantileHead must be true or false, got {quote(use_head)}", "useQuantileHead"
+        )
     treatments = _levels(body.get("quantiles", []), settings, use_head)
     raw_series = body.get("series")
     if not isinstance(raw_series, list) or not raw_series:
@@ -91,25 +125,29 @@ def parse_request(body: object, settings: Settings) -> ForecastCall:
 def _horizon(raw: object, settings: Settings) -> int:
     if raw is None:
         raise RequestError(422, "InvalidHorizon", "horizon (forecast steps) is required", "horizon")
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not float(raw).is_integer():
-        raise RequestError(422, "InvalidHorizon", f"horizon must be a whole number of steps, got {raw!r}", "horizon")
-    horizon = int(raw)
-    if horizon < 1:
-        raise RequestError(422, "InvalidHorizon", f"horizon must be at least 1, got {horizon}", "horizon")
-    if horizon > settings.max_horizon:
+    if isinstance(raw, bool) or not (isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())):
+        raise RequestError(
+            422, "InvalidHorizon", f"horizon must be a whole number of steps, got {quote(raw)}", "horizon"
+        )
+    if raw < 1:
+        raise RequestError(422, "InvalidHorizon", f"horizon must be at least 1, got {quote(raw)}", "horizon")
+    if raw > settings.max_horizon:
         raise RequestError(
             422,
             "HorizonTooLong",
-            f"horizon {horizon} is above this server's maxHorizon {settings.max_horizon}",
+            f"horizon {quote(raw)} is above this server's maxHorizon {settings.max_horizon}",
             "horizon",
         )
-    return horizon
+    return int(raw)
 
 
 def _levels(raw: object, settings: Settings, use_head: bool) -> list[quantiles.Treatment]:
     if not isinstance(raw, list):
         raise RequestError(
-            422, "UnknownQuantileFormat", f"quantiles must be a list of levels such as [0.5, 0.9], got {raw!r}"
+            422,
+            "UnknownQuantileFormat",
+            f"quantiles must be a list of levels such as [0.5, 0.9], got {quote(raw)}",
+            "quantiles",
         )
     if len(raw) > settings.max_quantiles_per_request:
         raise RequestError(
@@ -133,10 +171,8 @@ def _series(index: int, raw: object, settings: Settings) -> SeriesInput:
         raise RequestError(422, "InvalidSeries", f'{where} must be an object with "values"', where)
     unknown = sorted(set(raw) - _KNOWN_SERIES_KEYS)
     if unknown:
-        raise RequestError(400, "UnknownField", f"{where}: unknown field(s) {unknown}", where)
-    name = raw.get("id", str(index))
-    if not isinstance(name, str):
-        raise RequestError(422, "InvalidSeries", f"{where}.id must be a string, got {name!r}", f"{where}.id")
+        raise RequestError(400, "UnknownField", f"{where}: unknown field(s) {quote(unknown)}", where)
+    name = _id(raw.get("id", str(index)), f"{where}.id")
     values = _values(raw.get("values"), f"{where}.values")
     missing = np.isnan(values)
     if values.size == 0:
@@ -156,9 +192,10 @@ def _series(index: int, raw: object, settings: Settings) -> SeriesInput:
         at = np.flatnonzero(~gaps)
         kept[gaps] = np.interp(np.flatnonzero(gaps), at, kept[at])  # holds the last value past the end
     cut = max(0, kept.size - settings.max_context)
+    used = kept[cut:]
     return SeriesInput(
         id=name,
-        values=kept[cut:],
+        values=used.copy() if used.size < values.size else used,  # a view would keep all it received alive
         received=values.size,
         leading_missing=first,
         filled=int(gaps.sum()),
@@ -168,27 +205,53 @@ def _series(index: int, raw: object, settings: Settings) -> SeriesInput:
     )
 
 
+def _id(raw: object, where: str) -> str:
+    if not isinstance(raw, str):
+        raise RequestError(422, "InvalidSeries", f"{where} must be a string, got {quote(raw)}", where)
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # JSON allows "\ud800", but it cannot be echoed in a UTF-8 response
+        raise RequestError(
+            422, "InvalidSeries", f"{where} {quote(raw)} holds a lone surrogate: it is not Unicode text", where
+        ) from None
+    return raw
+
+
 def _values(raw: object, where: str) -> np.ndarray:
     if not isinstance(raw, list):
         raise RequestError(422, "InvalidSeries", f"{where} must be a list of numbers (null for missing)", where)
     if not {type(v) for v in raw} <= {int, float, type(None)}:
         bad = next(i for i, v in enumerate(raw) if isinstance(v, bool) or not isinstance(v, int | float | None))
         raise RequestError(
-            422, "InvalidValue", f"{where}[{bad}] is {raw[bad]!r}, not a number or null", f"{where}[{bad}]"
+            422, "InvalidValue", f"{where}[{bad}] is {quote(raw[bad])}, not a number or null", f"{where}[{bad}]"
         )
     try:
         out = np.array(raw, dtype=np.float64)  # None becomes NaN: missing
-    except OverflowError:
-        raise RequestError(422, "InvalidValue", f"{where} holds an integer too large for a float", where) from None
-    if np.isinf(out).any():
-        bad = int(np.flatnonzero(np.isinf(out))[0])
-        raise RequestError(
-            422,
-            "InvalidValue",
-            f"{where}[{bad}] is {out[bad]}: infinities are not demand; send null for a missing point",
-            f"{where}[{bad}]",
-        )
+    except OverflowError:  # an integer beyond float64; Python compares it with a float exactly
+        bad = next(i for i, v in enumerate(raw) if v is not None and abs(v) > MAX_ABS_VALUE)
+        raise _too_large(where, bad, raw[bad]) from None
+    beyond = np.abs(out) > MAX_ABS_VALUE  # NaN (missing) compares false
+    if beyond.any():
+        bad = int(np.flatnonzero(beyond)[0])
+        if np.isinf(out[bad]):
+            raise RequestError(
+                422,
+                "InvalidValue",
+                f"{where}[{bad}] is {out[bad]}: infinities are not demand; send null for a missing point",
+                f"{where}[{bad}]",
+            )
+        raise _too_large(where, bad, raw[bad])
     return out
+
+
+def _too_large(where: str, index: int, value: object) -> RequestError:
+    return RequestError(
+        422,
+        "InvalidValue",
+        f"{where}[{index}] is {quote(value)}: beyond ±{MAX_ABS_VALUE:g}, the largest magnitude this server "
+        "can forecast; rescale the series (forecasts scale with it)",
+        f"{where}[{index}]",
+    )
 
 
 def _timestamps(raw: object, n: int, where: str) -> tuple[float | None, float | None]:
@@ -199,8 +262,17 @@ def _timestamps(raw: object, n: int, where: str) -> tuple[float | None, float | 
         raise RequestError(
             422, "InvalidTimestamps", f"{where} must be a list of Unix seconds, one per value ({n})", where
         )
-    if any(isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) for t in raw):
-        raise RequestError(422, "InvalidTimestamps", f"{where} must hold only numbers (Unix seconds)", where)
+    # Comparing rejects NaN and never converts an integer, however large.
+    if not all(
+        isinstance(t, int | float) and not isinstance(t, bool) and MIN_TIMESTAMP <= t <= MAX_TIMESTAMP for t in raw
+    ):
+        raise RequestError(
+            422,
+            "InvalidTimestamps",
+            f"{where} must hold only numbers: Unix seconds of the years 1 to 9999 "
+            f"([{MIN_TIMESTAMP:.0f}, {MAX_TIMESTAMP:.0f}])",
+            where,
+        )
     if n == 1:
         return None, float(raw[0])
     times = np.asarray(raw, dtype=np.float64)

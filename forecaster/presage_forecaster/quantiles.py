@@ -35,6 +35,8 @@ from typing import Literal
 
 import numpy as np
 
+from presage_forecaster.quoting import quote
+
 MODEL_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """The levels TimesFM 2.5 produces, in the order of its quantile outputs 1…9."""
 
@@ -84,26 +86,26 @@ def parse_level(raw: object) -> float:
     """A requested level from its JSON form; raises :class:`QuantileLevelError` naming the problem."""
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         raise QuantileLevelError(
-            "UnknownQuantileFormat", f'{raw!r} is not a quantile level: use a number such as 0.9 or "0.9"'
+            "UnknownQuantileFormat", f'{quote(raw)} is not a quantile level: use a number such as 0.9 or "0.9"'
         )
     if isinstance(raw, str):
         try:
             value = float(raw.strip())
         except ValueError:
             raise QuantileLevelError(
-                "UnknownQuantileFormat", f'{raw!r} is not a quantile level: use a decimal number such as "0.95"'
+                "UnknownQuantileFormat", f'{quote(raw)} is not a quantile level: use a decimal number such as "0.95"'
             ) from None
     else:
-        value = float(raw)
-    if not math.isfinite(value) or not 0.0 < value < 1.0:
-        raise QuantileLevelError("QuantileOutOfRange", f"quantile level {raw!r} must lie strictly between 0 and 1")
+        value = raw  # compared as it is: an integer may be beyond float's range
+    if not 0.0 < value < 1.0:  # NaN compares false
+        raise QuantileLevelError("QuantileOutOfRange", f"quantile level {quote(raw)} must lie strictly between 0 and 1")
     if not MIN_LEVEL <= value <= MAX_LEVEL:
         raise QuantileLevelError(
             "QuantileOutOfRange",
-            f"quantile level {raw!r} is outside [{MIN_LEVEL}, {MAX_LEVEL}]: it would be extrapolated too far "
+            f"quantile level {quote(raw)} is outside [{MIN_LEVEL}, {MAX_LEVEL}]: it would be extrapolated too far "
             "beyond the model's deciles (0.1 … 0.9)",
         )
-    return value
+    return float(value)
 
 
 def plan(levels: Sequence[float], *, use_quantile_head: bool = True) -> list[Treatment]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import socket
 from statistics import NormalDist
 
 import httpx
@@ -186,6 +187,36 @@ def test_declared_oversized_body_is_refused_before_reading(server):
     response = httpx.post(
         f"{server.url}/v1/forecast", content=payload, headers={"content-type": "application/json"}, timeout=30
     )
+    assert response.status_code == 413 and response.json()["error"]["code"] == "PayloadTooLarge"
+
+
+def test_absurd_content_length_is_refused_without_waiting_for_the_body(server):
+    """413 at once on the declared size: the server neither waits for nor reads 99 TB."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(
+            b"POST /v1/forecast HTTP/1.1\r\nHost: forecaster\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 99999999999999\r\n\r\n"
+        )
+        answer = b""  # no body was sent: an answer at all means it was not awaited
+        while not answer.endswith(b"}}") and (chunk := conn.recv(65536)):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'"PayloadTooLarge"' in answer
+
+
+def test_chunked_body_is_cut_off_at_the_limit(server):
+    """Without a Content-Length the body is counted while it streams and refused past the limit."""
+    sent = 0
+
+    def chunks():
+        nonlocal sent
+        yield b'{"horizon": 1, "series": [{"values": [1'
+        while sent < 1_000_000:  # 5x the limit; the server stops reading at 200,000 bytes
+            sent += 10_000
+            yield b", 1" * 3_333 + b" "
+
+    response = httpx.post(f"{server.url}/v1/forecast", content=chunks(), timeout=30)
+    assert "content-length" not in response.request.headers
     assert response.status_code == 413 and response.json()["error"]["code"] == "PayloadTooLarge"
 
 
