@@ -91,7 +91,7 @@ def decision_call(backend: SeasonalNaive, history: History) -> Callable[[], obje
     [request] = forecast_requests(spec, data, lead.value, backend.max_horizon)
 
     def call() -> object:
-        forecast = backend.forecast_one(request.history, request.horizon, request.quantiles)
+        forecast = backend.forecast_one(request.history, request.horizon, request.quantiles, request.hindcast)
         return decide(spec, data, [forecast], backend.identity, lead, 10, PolicyState(), NOW)
 
     return call

@@ -8,8 +8,10 @@ simulated clock and batched forecasts. Both run the same decision code.
 
 Sizing window: a scale-down takes effect at once, capacity added now arrives one lead time later,
 and the count then holds until the next evaluation's pods arrive one interval after that. So each
-signal is sized to the highest target-quantile forecast from the next step up to lead time plus
-interval, not to the lead-time step alone. ``lastForecast`` still reports the lead-time step.
+signal is sized to its calibrated forecast of the highest demand from the next step up to lead time
+plus interval (:mod:`presage_scaler.calibration`), at targetQuantile (the size) and
+scaleDownQuantile (the uncertainty guard's lower value). ``lastForecast`` still reports the
+backend's own forecast at the lead-time step.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-import numpy as np
-
 from presage_scaler.api.types import (
     CapacitySpec,
     LastForecast,
@@ -32,9 +32,17 @@ from presage_scaler.api.types import (
     SignalStatus,
 )
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
+from presage_scaler.calibration import (
+    CalibrationState,
+    SignalForecasts,
+    WindowForecast,
+    calibrate,
+    hindcast_request,
+)
 from presage_scaler.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
 from presage_scaler.policy import Decision, PolicyState, SignalInput
 from presage_scaler.policy import decide as policy_decide
+from presage_scaler.timegrid import align_down
 
 
 class EvaluationError(Exception):
@@ -119,6 +127,10 @@ class Recommendation:
     signal_statuses: tuple[SignalStatus, ...]
     last_forecast: LastForecast
     generated_at: datetime
+    windows: tuple[WindowForecast, ...] = ()
+    """Per signal, in spec order: the calibrated forecast of the sizing window's highest demand."""
+    calibration: CalibrationState = field(default_factory=CalibrationState)
+    """The recorded forecasts to carry to the next evaluation (persisted in ``.status``)."""
     # The data the decision was made from, for consumers that look back at it (shadow scoring).
     # Not compared: it holds numpy arrays.
     data: tuple[SignalData, ...] = field(default=(), compare=False, repr=False)
@@ -131,21 +143,70 @@ class Recommendation:
 def forecast_requests(
     spec: PredictiveScalerSpec, data: Sequence[SignalData], lead: timedelta, max_horizon: int | None
 ) -> list[ForecastRequest]:
-    """One request per signal: horizon from the lead time at that signal's resolution."""
+    """One request per signal: horizon from the lead time at that signal's resolution, and the
+    hindcasts that calibrate its sizing window (:mod:`presage_scaler.calibration`)."""
     levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile}))
     return [
         ForecastRequest(
             history=d.history,
             horizon=resolve_horizon(spec.forecast, lead, d.spec.resolution, max_horizon),
             quantiles=levels,
+            hindcast=hindcast_request(len(d.history.values), sizing_window(spec, lead, d.spec), d.history.step),
         )
         for d in data
     ]
 
 
-def _window_max(forecast: Forecast, level: float, steps: int) -> float:
-    values = forecast.quantiles[level][:steps]
-    return float(np.max(values))
+def sizing_window(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpec) -> int:
+    """Steps of the sizing window: from the next step up to lead time + interval."""
+    return steps_for(lead + spec.interval, signal.resolution)
+
+
+def _method(forecast: Forecast, window: WindowForecast) -> str:
+    """How the numbers were made, when it is not the normal path: the backend's note, and whether
+    the window maximum is still uncalibrated."""
+    notes = [forecast.method] if forecast.method else []
+    if not window.calibrated:
+        notes.append(f"uncalibrated: {window.scores} past forecasts scored")
+    return "; ".join(notes)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What each signal is sized from: its calibrated window forecast, in spec order, and the
+    calibration state to carry to the next evaluation."""
+
+    windows: tuple[WindowForecast, ...]
+    calibration: CalibrationState
+
+
+def size(
+    spec: PredictiveScalerSpec,
+    data: Sequence[SignalData],
+    forecasts: Sequence[Forecast],
+    lead: LeadTime,
+    now: datetime,
+    calibration: CalibrationState | None = None,
+) -> Sizing:
+    """Calibrate every signal's sizing window (:mod:`presage_scaler.calibration`). ``calibration`` is
+    the previous evaluation's ``Recommendation.calibration``."""
+    levels = (spec.policy.target_quantile, spec.policy.scale_down_quantile)
+    recorded = calibration or CalibrationState()
+    windows = []
+    kept = []
+    for d, forecast in zip(data, forecasts, strict=True):
+        window, records = calibrate(
+            d.history,
+            forecast,
+            sizing_window(spec, lead.value, d.spec),
+            levels,
+            recorded.of(d.spec.name, d.spec.resolution),
+            align_down(now, d.spec.resolution),
+        )
+        windows.append(window)
+        if records:
+            kept.append(SignalForecasts(name=d.spec.name, step=d.spec.resolution, forecasts=records))
+    return Sizing(windows=tuple(windows), calibration=CalibrationState(signals=tuple(kept)))
 
 
 def decide(
@@ -157,20 +218,26 @@ def decide(
     current_replicas: int,
     state: PolicyState,
     now: datetime,
+    sizing: Sizing | None = None,
 ) -> Recommendation:
-    """Turn gathered data and forecasts into a recommendation (pure; shared with the backtest)."""
+    """Turn gathered data and forecasts into a recommendation (pure; shared with the backtest).
+
+    ``sizing`` is what :func:`size` made of the forecasts; without it, they are calibrated here with
+    no recorded forecasts to go on.
+    """
     policy = spec.policy
+    sizing = sizing or size(spec, data, forecasts, lead, now)
+    windows = sizing.windows
     inputs = []
     lead_indices = []
-    for d, forecast in zip(data, forecasts, strict=True):
+    for d, forecast, window in zip(data, forecasts, windows, strict=True):
         lead_steps = steps_for(lead.value, d.spec.resolution)
-        window_steps = steps_for(lead.value + spec.interval, d.spec.resolution)
         lead_indices.append(lead_steps - 1)
         inputs.append(
             SignalInput(
                 name=d.spec.name,
-                upper=_window_max(forecast, policy.target_quantile, window_steps),
-                lower=_window_max(forecast, policy.scale_down_quantile, window_steps),
+                upper=window.quantiles[policy.target_quantile],
+                lower=window.quantiles[policy.scale_down_quantile],
                 point=forecast.point_at(lead_steps - 1),
                 observed=float(d.history.values[-1]),
                 capacity=d.capacity,
@@ -180,8 +247,8 @@ def decide(
     binding = next(i for i, s in enumerate(inputs) if s.name == decision.binding_signal)
     binding_forecast, binding_step = forecasts[binding], lead_indices[binding]
     model = identity.model
-    if binding_forecast.method:
-        model = f"{model} ({binding_forecast.method})" if model else binding_forecast.method
+    if method := _method(binding_forecast, windows[binding]):
+        model = f"{model} ({method})" if model else method
     return Recommendation(
         replicas=decision.replicas,
         decision=decision,
@@ -208,6 +275,8 @@ def decide(
             quantiles={f"{q:g}": binding_forecast.at(binding_step, q) for q in sorted(binding_forecast.quantiles)},
         ),
         generated_at=now,
+        windows=windows,
+        calibration=sizing.calibration,
         data=tuple(data),
     )
 
@@ -231,8 +300,10 @@ async def evaluate(
     current_replicas: int,
     state: PolicyState,
     now: datetime,
+    calibration: CalibrationState | None = None,
 ) -> Recommendation:
-    """Evaluate a PredictiveScaler once: lead time, signals, one batched forecast, the policy.
+    """Evaluate a PredictiveScaler once: lead time, signals, one batched forecast, calibration, the
+    policy. ``calibration`` is the previous evaluation's ``Recommendation.calibration``.
 
     Errors from the data source and the backend propagate with their own ``reason``; the caller
     keeps the last good recommendation and reports the scaler Degraded.
@@ -253,4 +324,5 @@ async def evaluate(
     data = await asyncio.gather(*(gather(s) for s in signals))
     requests = forecast_requests(spec, data, lead.value, backend.max_horizon)
     forecasts = await backend.forecast(requests)
-    return decide(spec, data, forecasts, backend.identity, lead, current_replicas, state, now)
+    sizing = size(spec, data, forecasts, lead, now, calibration)
+    return decide(spec, data, forecasts, backend.identity, lead, current_replicas, state, now, sizing)

@@ -35,7 +35,7 @@ import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -44,6 +44,7 @@ import numpy as np
 
 from presage_scaler.backends.base import History
 from presage_scaler.httppool import MAX_CONNECTIONS
+from presage_scaler.timegrid import align_down
 
 if TYPE_CHECKING:
     from presage_scaler.api.types import PrometheusQuery
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
 #: Prometheus refuses range queries of more than 11,000 points per series; longer ranges are
 #: split into several requests of at most this many points.
 MAX_POINTS_PER_REQUEST = 11_000
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -177,7 +176,7 @@ def history_window(
     points = max(1, history // resolution)
     if max_points is not None:
         points = max(1, min(points, max_points))
-    end = _EPOCH + ((now - _EPOCH) // resolution) * resolution
+    end = align_down(now, resolution)
     return end - (points - 1) * resolution, end
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from presage_scaler.api.types import (
@@ -36,9 +36,9 @@ from presage_scaler.api.types import (
     ShadowStatus,
 )
 from presage_scaler.evaluator import Recommendation, SignalData
+from presage_scaler.timegrid import align_down
 
 BUCKET = timedelta(hours=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Demand is a float; 3.0000000001 replicas' worth is still 3 replicas (as in the policy).
 _CEIL_TOLERANCE = 1e-9
 
@@ -144,13 +144,6 @@ def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Predi
 
 def _ceil(value: float) -> int:
     return max(0, math.ceil(value - _CEIL_TOLERANCE))
-
-
-def align_down(moment: datetime, step: timedelta) -> datetime:
-    """``moment`` aligned down to a multiple of ``step`` since the Unix epoch. For a range query made
-    at ``moment`` this is the time of its newest point (the grid of
-    :func:`presage_scaler.prometheus.history_window`)."""
-    return _EPOCH + ((moment - _EPOCH) // step) * step
 
 
 def _first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:

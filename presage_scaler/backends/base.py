@@ -24,12 +24,35 @@ class History:
 
 
 @dataclass(frozen=True)
+class HindcastRequest:
+    """Past forecasts asked for alongside a forecast, so that calibration can score the backend on
+    its own recent errors (:mod:`presage_scaler.calibration`)."""
+
+    window: int
+    """Steps ahead each past forecast covers."""
+    origins: np.ndarray
+    """History lengths to forecast from: origin ``e`` forecasts from ``history.values[:e]``."""
+
+
+@dataclass(frozen=True)
 class ForecastRequest:
-    """What to forecast: ``horizon`` steps after the last point of ``history``, at ``quantiles``."""
+    """What to forecast: ``horizon`` steps after the last point of ``history``, at ``quantiles``; and,
+    for a backend that can hindcast cheaply, what it would have forecast from earlier origins."""
 
     history: History
     horizon: int
     quantiles: tuple[float, ...]
+    hindcast: HindcastRequest | None = None
+
+
+@dataclass(frozen=True)
+class Hindcast:
+    """A backend's answer to a :class:`HindcastRequest`."""
+
+    origins: np.ndarray
+    references: np.ndarray
+    """Per origin, the highest point forecast over the window from that origin; NaN where the
+    backend would have made none."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,8 @@ class Forecast:
     quantiles: dict[float, np.ndarray]
     method: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    hindcast: Hindcast | None = None
+    """Set when the backend answered the request's hindcast; None when it does not hindcast."""
 
     def at(self, step_index: int, level: float) -> float:
         """The value at ``level`` for the given step, clamped into the forecast's range."""

@@ -1,7 +1,9 @@
-"""SeasonalNaive: the built-in baseline forecaster — "this time last season", with an honest band.
+"""SeasonalNaive: the built-in baseline forecaster — "this time last season", at today's level.
 
-Definitions (``x_0 … x_{n-1}`` is the history, oldest first; ``h = 1 … H`` is the forecast step, so
-step ``h`` is the value expected at index ``n - 1 + h``; ``C`` is the configured ``cycles``):
+Definitions (``x_0 … x_{n-1}`` is the history, oldest first; a forecast made from the first ``o``
+points has *origin* ``o``, so the current forecast has origin ``n``; ``h = 1 … H`` is the step
+ahead, so step ``h`` is the value expected at index ``o - 1 + h``; ``C`` is the configured
+``cycles``):
 
 Season length
     ``S = round(season / step)`` (half-way rounds up), at least 1. When ``season`` is not a whole
@@ -10,42 +12,68 @@ Season length
 Cycles used
     ``c = min(C, n // S)``: the configured number of past seasons, or as many full ones as exist.
 
+Seasonal mean
+    ``m_h(o) = mean_k x[o - 1 + h - (⌈h / S⌉ + k - 1)·S]`` over ``k = 1 … c`` (lags that would
+    reach before ``x_0`` are left out of the mean; none are at ``o = n``): the same phase in the
+    ``c`` most recent seasons that are entirely before the origin, so for ``h > S`` the lags are the
+    next multiples of ``S``.
+
+Level
+    ``r(o) = clip(Σ x[o-L … o-1] / F(o), 0.5, 2)`` with ``L`` = the last hour in steps (at least 1,
+    at most ``o``) and ``F(o) = mean_k Σ x[o-L-k·S … o-1-k·S]`` over the ``k = 1 … c`` whose span
+    lies in the history: the last hour against what the same hour of the past seasons held. The
+    seasonal profile is scaled to the current level, within a factor of two. ``r = 1`` when no
+    past season covers the hour, when ``F(o) ≤ 0`` or when the hour's sum is negative.
+
+Recent peak
+    ``p(o) = max x[o-P … o-1]`` with ``P`` = the last 15 minutes in steps (at least 1, at most ``o``).
+
 Point
-    ``point_h = mean_{k=0..c-1} x[n - 1 + h - (m_h + k)·S]`` with ``m_h = ceil(h / S)``: the same
-    phase in the ``c`` most recent seasons that are entirely in the past, so for ``h > S`` the lags
-    are the next multiples of ``S``. Equivalently the mean of the last ``c`` seasons, phase by phase,
-    repeated over the horizon.
+    ``point_h(o) = max(r(o)·m_h(o), p(o))``: the seasonal profile at the current level, never below
+    the peak of the last 15 minutes (a forecast that drops right after a peak releases capacity the
+    demand may still need).
 
 Residuals
-    ``e_t = x_t - mean_{k=1..c_t} x[t - k·S]`` with ``c_t = min(c, t // S)``: the error the same
-    procedure would have made at ``t`` from the history it had then (so early points, which had
-    fewer seasons behind them, use fewer cycles — exactly as this backend would have). They are taken
-    for every ``t`` in the last ``W = min(max(c·S, MIN_RESIDUALS), MAX_RESIDUALS)`` steps that has at
-    least one season before it (``t >= S``): the span the point forecast reads, bounded for speed.
+    ``e_t = x_t - mean_{k=1..c_t} x[t - k·S]`` with ``c_t = min(c, t // S)``: the error the plain
+    seasonal mean would have made at ``t`` from the history it had then. They are taken for every
+    ``t`` in the last ``W = min(max(c·S, MIN_RESIDUALS), MAX_RESIDUALS)`` steps that has at least
+    one season before it (``t >= S``): the span the point forecast reads, bounded for speed.
 
 Quantiles
     ``quantile_q,h = point_h + f · Q_q(e)`` where ``Q_q`` is the empirical quantile with linear
     interpolation between order statistics (numpy's default ``"linear"`` method, Hyndman–Fan type 7)
     and ``f = sqrt(C / c)`` widens the band when fewer cycles than configured exist (``f = 1`` on the
-    normal path). The offset is the same for every step ``h``.
+    normal path). The offset is the same for every step ``h``. These per-step quantiles are what
+    the backend reports; capacity is sized from the calibrated window maximum that
+    :mod:`presage_scaler.calibration` derives from the point forecast and its own past errors.
 
 Recent-level fallback
     With fewer than ``S + MIN_RESIDUALS`` points there is no full season to repeat plus enough
     points after it to measure its error, so the forecast is ``method = "recent-level"``:
-    ``point_h = mean`` of the last ``RECENT_WINDOW`` of history (at least 2 points), and
-    ``quantile_q,h = point_h + sqrt(h) · Q_q(±d)`` where ``±d`` is the step-to-step changes
-    ``x_t - x_{t-1}`` over the last ``MAX_RESIDUALS`` steps together with their negatives (a level has
-    no drift, so a rise is as likely as a fall and the band is centred on the point), widened with the
-    horizon like a random walk.
-    A single point is repeated as point and every quantile. An empty history is rejected.
+    ``point_h(o) = max(mean x[o-R … o-1], p(o))`` with ``R`` = the last ``RECENT_WINDOW`` in steps
+    (at least 2, at most ``o``), and ``quantile_q,h = point_h + sqrt(h) · Q_q(±d)`` where ``±d`` is
+    the step-to-step changes ``x_t - x_{t-1}`` over the last ``MAX_RESIDUALS`` steps together with
+    their negatives (a level has no drift, so a rise is as likely as a fall), widened with the
+    horizon like a random walk. A single point is repeated as point and every quantile. An empty
+    history is rejected.
 
-Every returned value is clipped at 0 when the whole history is non-negative (demand). Quantiles are
-non-decreasing in ``q`` at every step (enforced after interpolation, so float rounding cannot break
-it). A non-finite value in the history is rejected: the caller gap-fills, so one means a bug upstream.
+Hindcast
+    When the request asks for one: ``max_{h=1..w} point_h(e)`` for each requested origin ``e``,
+    what this backend would have forecast for a window of ``w`` steps from the first ``e`` points,
+    with the path and ``c`` of the current forecast (NaN where that path has nothing to forecast
+    from: ``e < S`` on the seasonal path, ``e < 1`` or ``e > n``). Computed with the same
+    arithmetic as the current forecast, so at ``e = n`` it would be exactly the maximum of the first
+    ``w`` steps of the point forecast.
+
+Bands are clipped at 0 when the whole history is non-negative (demand); the point then is already
+at least 0. Quantiles are non-decreasing in ``q`` at every step (enforced after interpolation, so
+float rounding cannot break it). A non-finite value in the history is rejected: the caller
+gap-fills, so one means a bug upstream.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,22 +87,152 @@ from presage_scaler.backends.base import (
     BackendRejected,
     Forecast,
     ForecastRequest,
+    Hindcast,
+    HindcastRequest,
     History,
     ModelIdentity,
     check_history,
 )
+from presage_scaler.rolling import window_maxima, window_sums
 
 MIN_RESIDUALS = 24
 """Fewest residuals the seasonal band is estimated from; below that the recent-level fallback runs."""
 
-MAX_RESIDUALS = 8192
-"""Most residuals (or step-to-step changes) used, so a long history costs no more than a sort of this."""
+MAX_RESIDUALS = 1024
+"""Most residuals (or step-to-step changes) used, so a long history costs no more than a selection
+among this many."""
 
 RECENT_WINDOW = timedelta(hours=1)
 """The span whose mean is the recent-level point forecast."""
 
+LEVEL_WINDOW = timedelta(hours=1)
+"""The span whose level the seasonal profile is scaled to."""
+
+LEVEL_CLIP = (0.5, 2.0)
+"""The level ratio's bounds: one unusual hour moves the forecast by at most a factor of two."""
+
+PEAK_WINDOW = timedelta(minutes=15)
+"""The point forecast never goes below the peak of this last span."""
+
 SEASONAL = "seasonal-naive"
 RECENT_LEVEL = "recent-level"
+
+
+def _steps(span: timedelta, step: timedelta, *, least: int = 1) -> int:
+    return max(least, math.floor(span / step + 0.5))
+
+
+def _recent_peaks(values: np.ndarray, starts: np.ndarray, origins: np.ndarray, span: int) -> np.ndarray:
+    """``p(o)``: max of the last ``span`` points before each origin, none before its history's start."""
+    peaks = np.empty(len(origins))
+    full = origins - span >= starts
+    if full.any():
+        peaks[full] = window_maxima(values, origins[full] - span, span)
+    short = np.flatnonzero(~full)
+    if len(short):
+        offsets = np.arange(1, span + 1)
+        index = np.maximum(origins[short, np.newaxis] - offsets, starts[short, np.newaxis])
+        peaks[short] = values[index].max(axis=1)
+    return peaks
+
+
+# The paths compute point forecasts for many (start, origin) pairs at once: origin ``o`` forecasts
+# from the history ``values[start:o]``. One forecast is one pair; a backtest chunk is many.
+
+
+@dataclass(frozen=True)
+class _SeasonalPath:
+    season: int
+    cycles: int
+    level_steps: int
+    peak_steps: int
+
+    def forecastable(self, starts: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        """Origins with at least one season of their history behind them."""
+        return origins - starts >= self.season
+
+    def _means(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
+        ahead = np.arange(1, steps + 1)
+        targets = origins[:, np.newaxis] - 1 + ahead
+        first_lag = (ahead + self.season - 1) // self.season
+        floor = starts[:, np.newaxis]
+        total = np.zeros(targets.shape)
+        count = np.zeros(targets.shape)
+        for k in range(self.cycles):
+            index = targets - (first_lag + k) * self.season
+            inside = index >= floor
+            total += np.where(inside, values[np.maximum(index, floor)], 0.0)
+            count += inside
+        return total / count
+
+    def _levels(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        span = np.minimum(self.level_steps, origins - starts)
+        recent = window_sums(values, origins - span, origins)
+        past = np.zeros(len(origins))
+        seasons = np.zeros(len(origins))
+        for k in range(1, self.cycles + 1):
+            ends = origins - k * self.season
+            inside = ends - span >= starts
+            past[inside] += window_sums(values, ends[inside] - span[inside], ends[inside])
+            seasons += inside
+        usable = (seasons > 0) & (past > 0) & (recent >= 0)
+        ratio = np.ones(len(origins))
+        ratio[usable] = np.clip(recent[usable] * seasons[usable] / past[usable], *LEVEL_CLIP)
+        return ratio
+
+    def points(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
+        """``point_h(o)``, ``len(origins) × steps``: the scaled seasonal mean, at least the recent peak."""
+        scaled = self._levels(values, starts, origins)[:, np.newaxis] * self._means(values, starts, origins, steps)
+        return np.maximum(scaled, _recent_peaks(values, starts, origins, self.peak_steps)[:, np.newaxis])
+
+
+@dataclass(frozen=True)
+class _RecentLevelPath:
+    level_steps: int
+    peak_steps: int
+
+    def forecastable(self, starts: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        """Origins with at least one point of their history behind them."""
+        return origins - starts >= 1
+
+    def points(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
+        """``point_h(o)``, ``len(origins) × steps``: the recent mean, at least the recent peak."""
+        span = np.minimum(self.level_steps, origins - starts)
+        mean = window_sums(values, origins - span, origins) / span
+        level = np.maximum(mean, _recent_peaks(values, starts, origins, self.peak_steps))
+        return np.repeat(level[:, np.newaxis], steps, axis=1)
+
+
+_Path = _SeasonalPath | _RecentLevelPath
+
+
+@dataclass(frozen=True)
+class _Hindcasts:
+    """The usable hindcast origins of a group of requests, all in one array."""
+
+    starts: np.ndarray
+    origins: np.ndarray
+    bounds: list[tuple[int, int]]
+    """Per request, its rows ``[first, last)``."""
+    asked: list[np.ndarray]
+    """Per request, the positions of its usable origins in its hindcast request."""
+
+
+def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]) -> _Hindcasts:
+    starts, origins, bounds, asked = [], [], [], []
+    row = 0
+    for (begin, end), request in zip(spans, requests, strict=True):
+        past = np.zeros(0, dtype=np.intp)
+        if request.hindcast is not None:
+            past = begin + np.asarray(request.hindcast.origins, dtype=np.intp)
+        begins = np.full(len(past), begin)
+        usable = path.forecastable(begins, past) & (past <= end)
+        starts.append(begins[usable])
+        origins.append(past[usable])
+        bounds.append((row, row + int(usable.sum())))
+        asked.append(np.flatnonzero(usable))
+        row = bounds[-1][1]
+    return _Hindcasts(np.concatenate(starts), np.concatenate(origins), bounds, asked)
 
 
 @dataclass(frozen=True)
@@ -95,7 +253,7 @@ class SeasonalNaive:
         """The backend configured by a ``SeasonalNaiveBackend`` API object."""
         return cls(season=settings.season, cycles=settings.cycles)
 
-    @property
+    @functools.cached_property
     def identity(self) -> ModelIdentity:
         """``SeasonalNaive`` with its settings as the model, e.g. ``seasonal-naive/168hx3``."""
         model = f"{SEASONAL}/{format_duration(self.season)}x{self.cycles}"
@@ -116,54 +274,141 @@ class SeasonalNaive:
         results = []
         for index, request in enumerate(requests):
             try:
-                results.append(self.forecast_one(request.history, request.horizon, request.quantiles))
+                results.append(self.forecast_one(request.history, request.horizon, request.quantiles, request.hindcast))
             except BackendRejected as err:
                 raise BackendRejected(f"request {index}: {err}") from err
         return results
 
-    def forecast_one(self, history: History, horizon: int, quantiles: Sequence[float]) -> Forecast:
-        """Forecast ``horizon`` steps of one history at ``quantiles`` (see the module docstring).
+    def forecast_one(
+        self, history: History, horizon: int, quantiles: Sequence[float], hindcast: HindcastRequest | None = None
+    ) -> Forecast:
+        """Forecast ``horizon`` steps of one history at ``quantiles``, and answer ``hindcast`` (see the
+        module docstring).
 
-        Synchronous and allocation-light so a backtest can call it in a tight loop. Raises
-        :class:`BackendRejected` for an empty or non-finite history, a non-positive step or horizon,
-        a level outside (0, 1), or a season shorter than half a step.
+        Raises :class:`BackendRejected` for an empty or non-finite history, a non-positive step or
+        horizon (or hindcast window), a level outside (0, 1), or a season shorter than half a step.
         """
         values = np.asarray(history.values, dtype=np.float64)
-        levels = _validate(values, history.step, horizon, quantiles)
-        season_steps, notes = self._season_steps(history.step)
-        n = len(values)
+        request = ForecastRequest(History(values, history.step), horizon, tuple(quantiles), hindcast)
+        return self.forecast_windows(values, [(0, len(values))], [request])[0]
 
+    def forecast_windows(
+        self, series: np.ndarray, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]
+    ) -> list[Forecast]:
+        """Forecast requests whose histories are windows of one series: request ``i``'s history is
+        ``series[begin:end]`` for ``spans[i] = (begin, end)`` (what a backtest replays).
+
+        The point forecasts and hindcasts of all of them are computed in one vectorised pass, which
+        is what makes a backtest fast; each result is what :meth:`forecast_one` returns for its own
+        history, up to the order of floating-point additions in running sums.
+        """
+        values = np.asarray(series, dtype=np.float64)
+        if not requests:
+            return []
+        step = requests[0].history.step
+        check_history(values, step, min(r.horizon for r in requests))
+        for (begin, end), request in zip(spans, requests, strict=True):
+            if request.history.step != step or len(request.history.values) != end - begin or end <= begin:
+                raise ValueError(f"request history does not match the series window [{begin}, {end})")
+        season_steps, season_notes = self._season_steps(step)
+        groups: dict[tuple[_Path, int, int, tuple[float, ...]], list[int]] = {}
+        for i, ((begin, end), request) in enumerate(zip(spans, requests, strict=True)):
+            window = 0
+            if request.hindcast is not None:
+                window = request.hindcast.window
+                if window < 1:
+                    raise BackendRejected(f"hindcast window must be at least 1 step, got {window}")
+            path = self._path(end - begin, season_steps, step)
+            groups.setdefault((path, request.horizon, window, tuple(_levels_of(request.quantiles))), []).append(i)
+        results: dict[int, Forecast] = {}
+        for (path, horizon, window, levels), members in groups.items():
+            group = [spans[i] for i in members]
+            begins = np.array([begin for begin, _ in group])
+            ends = np.array([end for _, end in group])
+            points = path.points(values, begins, ends, horizon)
+            past = _hindcasts(path, group, [requests[i] for i in members])
+            peaks = path.points(values, past.starts, past.origins, window).max(axis=1) if window else np.zeros(0)
+            negatives = np.concatenate(([0], np.cumsum(values[begins.min() : ends.max()] < 0)))
+            demand = negatives[ends - begins.min()] == negatives[begins - begins.min()]
+            spans_used = _band_spans(path, ends - begins)
+            for used in np.unique(spans_used).tolist():
+                rows = np.flatnonzero(spans_used == used)
+                offsets, method = self._bands(values, begins[rows], ends[rows], used, path, horizon, np.array(levels))
+                bands = points[rows, np.newaxis, :] + offsets
+                np.maximum(bands, 0.0, out=bands, where=demand[rows, np.newaxis, np.newaxis])
+                for row, band in zip(rows.tolist(), bands, strict=True):
+                    notes = self._notes(int(ends[row] - begins[row]), step, path, used)
+                    answer = None
+                    hindcast = requests[members[row]].hindcast
+                    if hindcast is not None:
+                        references = np.full(len(hindcast.origins), np.nan)
+                        references[past.asked[row]] = peaks[slice(*past.bounds[row])]
+                        answer = Hindcast(origins=hindcast.origins, references=references)
+                    results[members[row]] = Forecast(
+                        point=points[row],
+                        quantiles={level: band[k] for k, level in enumerate(levels)},
+                        method=method,
+                        notes=tuple(season_notes + notes),
+                        hindcast=answer,
+                    )
+        return [results[i] for i in range(len(requests))]
+
+    def _bands(
+        self,
+        values: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        used: int,
+        path: _Path,
+        horizon: int,
+        levels: np.ndarray,
+    ) -> tuple[np.ndarray, str]:
+        """Band offsets (``rows × levels × horizon`` or ``× 1``) of the histories ``values[begin:end]``,
+        each from its last ``used`` residuals (or changes), and the method that made them."""
+        if isinstance(path, _RecentLevelPath):
+            return _recent_level_bands(values, ends, used, horizon, levels), RECENT_LEVEL
+        offsets = _seasonal_bands(values, begins, ends, used, path.season, path.cycles, levels)
+        if path.cycles == self.cycles:
+            return offsets, ""  # the normal path: nothing to report beyond the model's identity
+        return offsets * math.sqrt(self.cycles / path.cycles), f"{SEASONAL} ({path.cycles} of {self.cycles} cycles)"
+
+    def _notes(self, n: int, step: timedelta, path: _Path, used: int) -> list[str]:
+        """What a forecast from ``n`` points on ``path`` says about how it was made."""
+        if isinstance(path, _RecentLevelPath):
+            if n == 1:
+                return [
+                    self._short_history_note(n, step),
+                    "a single point: it is the forecast at every step and every quantile",
+                ]
+            return [
+                self._short_history_note(n, step),
+                f"forecasting the mean of the last {min(n, path.level_steps)} steps (at least the peak of the last "
+                f"{min(n, path.peak_steps)}); band from {used} step-to-step changes (both signs), widened by "
+                "sqrt(steps ahead)",
+            ]
+        if path.cycles == self.cycles:
+            return []
+        return [
+            f"{format_duration(n * step)} of history holds {path.cycles} of the {self.cycles} "
+            f"{format_duration(self.season)} seasons configured; band widened by "
+            f"sqrt({self.cycles}/{path.cycles}) = {math.sqrt(self.cycles / path.cycles):.2f}"
+        ]
+
+    def _path(self, n: int, season_steps: int, step: timedelta) -> _Path:
+        peak_steps = _steps(PEAK_WINDOW, step)
         if n < season_steps + MIN_RESIDUALS:
-            point, offsets, how = _recent_level(values, history.step, horizon, levels)
-            method = RECENT_LEVEL
-            notes += [self._short_history_note(n, history.step, season_steps), how]
-        else:
-            used = min(self.cycles, n // season_steps)
-            point, offsets = _seasonal(values, season_steps, used, horizon, levels)
-            method = ""  # the normal path: nothing to report beyond the model's identity
-            if used < self.cycles:
-                widen = math.sqrt(self.cycles / used)
-                offsets = offsets * widen
-                method = f"{SEASONAL} ({used} of {self.cycles} cycles)"
-                notes.append(
-                    f"{format_duration(n * history.step)} of history holds {used} of the {self.cycles} "
-                    f"{format_duration(self.season)} seasons configured; band widened by "
-                    f"sqrt({self.cycles}/{used}) = {widen:.2f}"
-                )
-
-        bands = point[np.newaxis, :] + offsets
-        if values.min() >= 0:
-            np.maximum(point, 0.0, out=point)
-            np.maximum(bands, 0.0, out=bands)
-        return Forecast(
-            point=point,
-            quantiles={float(level): bands[i] for i, level in enumerate(levels)},
-            method=method,
-            notes=tuple(notes),
+            return _RecentLevelPath(level_steps=_steps(RECENT_WINDOW, step, least=2), peak_steps=peak_steps)
+        return _SeasonalPath(
+            season=season_steps,
+            cycles=min(self.cycles, n // season_steps),
+            level_steps=_steps(LEVEL_WINDOW, step),
+            peak_steps=peak_steps,
         )
 
     def _season_steps(self, step: timedelta) -> tuple[int, list[str]]:
         """``S``, the season in whole steps, and a note when that had to round."""
+        if step <= timedelta(0):
+            raise BackendRejected(f"history step must be positive, got {step}")
         ratio = self.season / step
         steps = math.floor(ratio + 0.5)
         if steps < 1:
@@ -177,9 +422,10 @@ class SeasonalNaive:
             ]
         return steps, []
 
-    def _short_history_note(self, n: int, step: timedelta, season_steps: int) -> str:
+    def _short_history_note(self, n: int, step: timedelta) -> str:
         span = f"{format_duration(n * step)} of history"
         season = format_duration(self.season)
+        season_steps, _ = self._season_steps(step)
         if n < season_steps:
             return f"{span}, less than one {season} season"
         return (
@@ -188,68 +434,69 @@ class SeasonalNaive:
         )
 
 
-def _validate(values: np.ndarray, step: timedelta, horizon: int, quantiles: Sequence[float]) -> np.ndarray:
-    """The requested levels, sorted and de-duplicated, once the request is known to be usable."""
-    check_history(values, step, horizon)
+def _levels_of(quantiles: Sequence[float]) -> np.ndarray:
+    """The requested levels, sorted and de-duplicated; refused outside (0, 1)."""
     levels = np.array(sorted(set(quantiles)), dtype=np.float64)
     if levels.size and not (levels[0] > 0.0 and levels[-1] < 1.0):
         raise BackendRejected(f"quantile levels must lie strictly between 0 and 1, got {list(quantiles)}")
     return levels
 
 
-def _seasonal(
-    values: np.ndarray, season_steps: int, cycles: int, horizon: int, levels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Point (``horizon``) and unwidened band offsets (``levels × 1``) of the seasonal path."""
-    n, s = len(values), season_steps
-    template = values[n - cycles * s :].reshape(cycles, s).mean(axis=0)
-    point = np.resize(template, horizon)
+def _band_spans(path: _Path, lengths: np.ndarray) -> np.ndarray:
+    """How many residuals (seasonal path) or step-to-step changes (recent level) each history's band
+    is measured from."""
+    if isinstance(path, _RecentLevelPath):
+        return np.minimum(lengths, MAX_RESIDUALS + 1) - 1
+    window = min(max(path.cycles * path.season, MIN_RESIDUALS), MAX_RESIDUALS)
+    return np.minimum(lengths - path.season, window)
 
-    window = min(max(cycles * s, MIN_RESIDUALS), MAX_RESIDUALS)
-    lo = max(s, n - window)
-    lagged = np.zeros(n - lo)
+
+def _seasonal_bands(
+    values: np.ndarray,
+    begins: np.ndarray,
+    ends: np.ndarray,
+    used: int,
+    season_steps: int,
+    cycles: int,
+    levels: np.ndarray,
+) -> np.ndarray:
+    """Unwidened band offsets (``rows × levels × 1``) of the seasonal path, from the last ``used``
+    plain residuals of each history ``values[begin:end]``."""
+    s = season_steps
+    positions = ends[:, np.newaxis] - used + np.arange(used)
+    counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
+    lagged = np.zeros(positions.shape)
     for k in range(1, cycles + 1):
-        start = max(lo, k * s)
-        if start >= n:
-            break
-        lagged[start - lo :] += values[start - k * s : n - k * s]
-    counts = cycles if lo >= cycles * s else np.minimum(cycles, np.arange(lo, n) // s)
-    residuals = values[lo:] - lagged / counts
-    return point, _empirical_quantiles(residuals, levels)[:, np.newaxis]
+        lagged += np.where(k <= counts, values[np.maximum(positions - k * s, 0)], 0.0)
+    residuals = values[positions] - lagged / counts
+    return _empirical_quantiles(residuals, levels)[:, :, np.newaxis]
 
 
-def _recent_level(
-    values: np.ndarray, step: timedelta, horizon: int, levels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """Point, band offsets (``levels × horizon``) and a note on how, for the short-history path."""
-    n = len(values)
-    if n == 1:
-        return (
-            np.full(horizon, values[0]),
-            np.zeros((len(levels), horizon)),
-            "a single point: it is the forecast at every step and every quantile",
-        )
-    window = min(n, max(2, math.floor(RECENT_WINDOW / step + 0.5)))
-    changes = np.diff(values[-(MAX_RESIDUALS + 1) :])
+def _recent_level_bands(
+    values: np.ndarray, ends: np.ndarray, used: int, horizon: int, levels: np.ndarray
+) -> np.ndarray:
+    """Band offsets (``rows × levels × horizon``) of the recent-level path, from the last ``used``
+    step-to-step changes of each history ending at ``ends`` (none: a single point, no band)."""
+    if used == 0:
+        return np.zeros((len(ends), len(levels), horizon))
+    changes = np.diff(values[ends[:, np.newaxis] - used - 1 + np.arange(used + 1)], axis=1)
     spread = np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
-    symmetric = np.concatenate((changes, -changes))
-    offsets = _empirical_quantiles(symmetric, levels)[:, np.newaxis] * spread[np.newaxis, :]
-    return (
-        np.full(horizon, values[-window:].mean()),
-        offsets,
-        f"forecasting the mean of the last {window} steps; band from {len(changes)} step-to-step "
-        "changes (both signs), widened by sqrt(steps ahead)",
-    )
+    symmetric = np.concatenate((changes, -changes), axis=1)
+    return _empirical_quantiles(symmetric, levels)[:, :, np.newaxis] * spread
 
 
-def _empirical_quantiles(sample: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Type-7 (linear) empirical quantiles of ``sample`` at ascending ``levels``, made non-decreasing.
+def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Type-7 (linear) empirical quantiles of each row of ``samples`` at ascending ``levels``
+    (``rows × levels``), made non-decreasing.
 
-    Same numbers as ``np.quantile`` without its per-call overhead, which dominates at these sizes.
+    Same numbers as ``np.quantile``, selecting only the order statistics needed instead of sorting.
     """
-    ordered = np.sort(sample)
-    position = levels * (len(ordered) - 1)
+    rows, size = samples.shape
+    if not levels.size:
+        return np.zeros((rows, 0))
+    position = levels * (size - 1)
     below = np.floor(position).astype(np.intp)
-    above = np.minimum(below + 1, len(ordered) - 1)
-    values = ordered[below] + (position - below) * (ordered[above] - ordered[below])
-    return np.maximum.accumulate(values)
+    above = np.minimum(below + 1, size - 1)
+    ordered = np.partition(samples, np.concatenate((below, above)), axis=1)
+    values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
+    return np.maximum.accumulate(values, axis=1)

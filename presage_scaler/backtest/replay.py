@@ -3,12 +3,21 @@
 For every decision the replay gathers what the controller would (the signal's history up to the
 last complete point, capped to ``spec.signal.history`` and the backend's ``max_context``; the
 per-replica capacity), builds the requests with :func:`presage_scaler.evaluator.forecast_requests`,
-and decides with :func:`presage_scaler.evaluator.decide`, carrying the policy state from one
-decision to the next. There is no second implementation of the decision.
+and decides with :func:`presage_scaler.evaluator.decide`, carrying the policy state and the
+calibration state from one decision to the next, as the controller does through ``.status``. There
+is no second implementation of the decision.
+
+The simulated clock starts at the trace's start aligned down to the signal's resolution, so that
+each decision's newest history point is at the time production's range query would put it (the
+calibration records forecasts by that time); it differs from the trace's own times by less than
+one resolution step, which only shifts ``generatedAt``.
 
 Forecasts depend only on history, never on the policy's state, so they are made ahead in chunks of
 upcoming decisions: one backend call per chunk (a model server sees batches, not single requests),
-and each window in a chunk still ends at its own decision.
+and each window in a chunk still ends at its own decision. When the backend answered the hindcasts
+(SeasonalNaive), calibration needs no state either, and the chunk's sizing windows are calibrated in
+one vectorised pass (:func:`presage_scaler.calibration.window_forecasts`, which production calls with
+a chunk of one); otherwise each decision calibrates from the state the previous one left.
 """
 
 from __future__ import annotations
@@ -26,28 +35,44 @@ from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.evaluator import SignalData, SignalSpec, decide, forecast_requests
+from presage_scaler.calibration import CalibrationState, answered, window_forecasts
+from presage_scaler.evaluator import (
+    SignalData,
+    SignalSpec,
+    Sizing,
+    decide,
+    forecast_requests,
+    size,
+    sizing_window,
+)
 from presage_scaler.leadtime import LeadTime, steps_for
 from presage_scaler.policy import PolicyState
+from presage_scaler.timegrid import align_down
 
 CHUNK = 256
 """Decisions whose forecasts are requested together."""
 
 
 class Forecaster(Protocol):
-    """Makes the forecasts for a batch of requests, in order."""
+    """Makes the forecasts for a batch of requests, in order; request ``i``'s history is
+    ``series[begin:end]`` for ``spans[i] = (begin, end)``."""
 
-    def __call__(self, requests: Sequence[ForecastRequest]) -> list[Forecast]: ...
+    def __call__(
+        self, series: np.ndarray, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]
+    ) -> list[Forecast]: ...
 
 
 @dataclass(frozen=True)
 class DirectForecaster:
-    """SeasonalNaive without the async wrapper: its synchronous ``forecast_one`` per request."""
+    """SeasonalNaive without the async wrapper, forecasting a whole batch of windows of the signal in
+    one vectorised pass (:meth:`SeasonalNaive.forecast_windows`)."""
 
     backend: SeasonalNaive
 
-    def __call__(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
-        return [self.backend.forecast_one(r.history, r.horizon, r.quantiles) for r in requests]
+    def __call__(
+        self, series: np.ndarray, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]
+    ) -> list[Forecast]:
+        return self.backend.forecast_windows(series, spans, requests)
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,9 @@ class BatchedForecaster:
     backend: Backend
     loop: asyncio.Runner
 
-    def __call__(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+    def __call__(
+        self, series: np.ndarray, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]
+    ) -> list[Forecast]:
         return self.loop.run(self.backend.forecast(requests))
 
 
@@ -74,11 +101,17 @@ class PresageRecord:
     steps: np.ndarray
     replicas: np.ndarray
     upper: np.ndarray
-    """The targetQuantile forecast at the lead-time step."""
+    """The calibrated targetQuantile forecast of the sizing window's highest demand."""
     lower: np.ndarray
-    """The scaleDownQuantile forecast at the lead-time step."""
+    """The calibrated scaleDownQuantile forecast of the sizing window's highest demand."""
     forecast_steps: np.ndarray
-    """The trace step the lead-time forecast is for (where the band is drawn)."""
+    """The trace step of the lead time after each decision (where the band is drawn)."""
+    window_starts: np.ndarray
+    """The signal point each sizing window starts at (the first one after the decision's history)."""
+    window: int
+    """Signal points in the sizing window."""
+    calibrated: np.ndarray
+    """Whether each decision's window forecast was calibrated (else the backend's own band)."""
     constraints: tuple[str, ...]
 
 
@@ -98,15 +131,21 @@ class PresagePolicy:
     decisions: range
     start: datetime
     step: timedelta
-    _pending: deque[tuple[int, SignalData, Forecast]] = field(default_factory=deque, init=False, repr=False)
+    _pending: deque[tuple[int, SignalData, Forecast, Sizing | None]] = field(
+        default_factory=deque, init=False, repr=False
+    )
     _upcoming: Iterator[int] = field(init=False, repr=False)
     _state: PolicyState = field(default_factory=PolicyState, init=False, repr=False)
+    _calibration: CalibrationState = field(default_factory=CalibrationState, init=False, repr=False)
+    _clock: datetime = field(init=False, repr=False)
+    _window: int = field(init=False, repr=False)
     _gaps: np.ndarray = field(init=False, repr=False)
     _points: int = field(init=False, repr=False)
     _lead_index: int = field(init=False, repr=False)
     _replicas: list[int] = field(default_factory=list, init=False, repr=False)
     _upper: list[float] = field(default_factory=list, init=False, repr=False)
     _lower: list[float] = field(default_factory=list, init=False, repr=False)
+    _calibrated: list[bool] = field(default_factory=list, init=False, repr=False)
     _constraints: list[str] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -116,10 +155,16 @@ class PresagePolicy:
         points = max(1, self.signal_spec.history // self.signal_spec.resolution)
         self._points = min(points, self.backend.max_context or points)
         self._lead_index = steps_for(self.lead.value, self.signal_spec.resolution) - 1
+        self._window = sizing_window(self.spec, self.lead.value, self.signal_spec)
+        self._clock = align_down(self.start, self.signal_spec.resolution)
+
+    def _span(self, step: int) -> tuple[int, int]:
+        """The signal points a decision at trace step ``step`` sees: ``[begin, end)``."""
+        end = step // self.ratio
+        return max(0, end - self._points), end
 
     def _data(self, step: int) -> SignalData:
-        end = step // self.ratio
-        begin = max(0, end - self._points)
+        begin, end = self._span(step)
         return SignalData(
             spec=self.signal_spec,
             history=History(values=self.signal.values[begin:end], step=self.signal.step),
@@ -135,23 +180,45 @@ class PresagePolicy:
             for d in data
             for request in forecast_requests(self.spec, [d], self.lead.value, self.backend.max_horizon)
         ]
-        self._pending.extend(zip(steps, data, self.forecaster(requests), strict=True))
+        spans = [self._span(step) for step in steps]
+        forecasts = self.forecaster(self.signal.values, spans, requests)
+        self._pending.extend(zip(steps, data, forecasts, self._sizings(spans, forecasts), strict=True))
+
+    def _sizings(self, spans: Sequence[tuple[int, int]], forecasts: Sequence[Forecast]) -> list[Sizing | None]:
+        """The chunk's sizing, calibrated at once when every forecast came with its hindcasts."""
+        if any(f.hindcast is None for f in forecasts):
+            return [None] * len(forecasts)
+        policy = self.spec.policy
+        windows = window_forecasts(
+            self.signal.values,
+            self.signal.step,
+            spans,
+            forecasts,
+            self._window,
+            (policy.target_quantile, policy.scale_down_quantile),
+            [answered(f, self._window) for f in forecasts],
+        )
+        return [Sizing(windows=(w,), calibration=CalibrationState()) for w in windows]
 
     def decide(self, step: int, current: int) -> int:
         if not self._pending:
             self._fill()
-        planned, data, forecast = self._pending.popleft()
+        planned, data, forecast, sizing = self._pending.popleft()
         if planned != step:
             raise ValueError(f"decisions must follow the schedule: expected step {planned}, got {step}")
-        now = self.start + step * self.step
+        now = self._clock + step * self.step
+        if sizing is None:
+            sizing = size(self.spec, [data], [forecast], self.lead, now, self._calibration)
         recommendation = decide(
-            self.spec, [data], [forecast], self.backend.identity, self.lead, current, self._state, now
+            self.spec, [data], [forecast], self.backend.identity, self.lead, current, self._state, now, sizing
         )
-        self._state = recommendation.state
+        self._state, self._calibration = recommendation.state, recommendation.calibration
         policy = self.spec.policy
+        window = recommendation.windows[0]
         self._replicas.append(recommendation.replicas)
-        self._upper.append(forecast.at(self._lead_index, policy.target_quantile))
-        self._lower.append(forecast.at(self._lead_index, policy.scale_down_quantile))
+        self._upper.append(window.quantiles[policy.target_quantile])
+        self._lower.append(window.quantiles[policy.scale_down_quantile])
+        self._calibrated.append(window.calibrated)
         self._constraints.append(recommendation.breakdown.constraint or "")
         return recommendation.replicas
 
@@ -164,5 +231,8 @@ class PresagePolicy:
             upper=np.array(self._upper, dtype=np.float64),
             lower=np.array(self._lower, dtype=np.float64),
             forecast_steps=(steps // self.ratio + self._lead_index) * self.ratio,
+            window_starts=steps // self.ratio,
+            window=self._window,
+            calibrated=np.array(self._calibrated, dtype=bool),
             constraints=tuple(self._constraints),
         )

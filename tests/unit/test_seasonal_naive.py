@@ -13,8 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.api.types import SeasonalNaiveBackend
-from presage_scaler.backends.base import BackendRejected, ForecastRequest, History, ModelIdentity
-from presage_scaler.backends.seasonal_naive import MAX_RESIDUALS, MIN_RESIDUALS, SeasonalNaive
+from presage_scaler.backends.base import BackendRejected, ForecastRequest, HindcastRequest, History, ModelIdentity
+from presage_scaler.backends.seasonal_naive import (
+    LEVEL_CLIP,
+    LEVEL_WINDOW,
+    MAX_RESIDUALS,
+    MIN_RESIDUALS,
+    PEAK_WINDOW,
+    SeasonalNaive,
+)
 
 FIVE_MIN = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
@@ -31,13 +38,32 @@ def pattern(season_steps: int) -> np.ndarray:
     return 100.0 + 50.0 * np.sin(2 * np.pi * phase) + 10.0 * phase
 
 
-def reference(values: np.ndarray, season_steps: int, cycles: int, horizon: int, levels: tuple[float, ...]):
+def _steps(span: timedelta, step: timedelta) -> int:
+    return max(1, math.floor(span / step + 0.5))
+
+
+def reference(
+    values: np.ndarray,
+    season_steps: int,
+    cycles: int,
+    horizon: int,
+    levels: tuple[float, ...],
+    step: timedelta = timedelta(minutes=1),
+):
     """The seasonal path written out loop by loop from the module docstring (needs S + MIN points)."""
     n, s = len(values), season_steps
     used = min(cycles, n // s)
-    point = np.array(
-        [np.mean([values[n - 1 + h - (math.ceil(h / s) + k) * s] for k in range(used)]) for h in range(1, horizon + 1)]
-    )
+    span, peak_span = min(_steps(LEVEL_WINDOW, step), n), min(_steps(PEAK_WINDOW, step), n)
+    recent = sum(values[n - span : n])
+    past = [sum(values[n - span - k * s : n - k * s]) for k in range(1, used + 1) if n - span - k * s >= 0]
+    ratio = 1.0
+    if past and np.mean(past) > 0 and recent >= 0:
+        ratio = min(max(recent / np.mean(past), LEVEL_CLIP[0]), LEVEL_CLIP[1])
+    peak = max(values[n - peak_span : n])
+    means = [
+        np.mean([values[n - 1 + h - (math.ceil(h / s) + k) * s] for k in range(used)]) for h in range(1, horizon + 1)
+    ]
+    point = np.array([max(ratio * mean, peak) for mean in means])
     window = min(max(used * s, MIN_RESIDUALS), MAX_RESIDUALS)
     residuals = [
         values[t] - np.mean([values[t - k * s] for k in range(1, min(used, t // s) + 1)])
@@ -47,7 +73,6 @@ def reference(values: np.ndarray, season_steps: int, cycles: int, horizon: int, 
     widen = math.sqrt(cycles / used)
     bands = {q: point + widen * np.quantile(residuals, q) for q in levels}
     if values.min() >= 0:
-        point = np.maximum(point, 0)
         bands = {q: np.maximum(band, 0) for q, band in bands.items()}
     return point, bands
 
@@ -91,7 +116,9 @@ def test_periodic_series_forecasts_the_pattern_with_a_collapsed_band(season, ste
 
     forecast = SeasonalNaive(season, cycles).forecast_one(history(values, step), horizon, LEVELS)
 
-    expected = np.resize(np.roll(shape, 7), horizon)
+    # The level ratio is 1 (the last hour is what it was a season ago); the recent peak is a floor.
+    peak = values[-_steps(PEAK_WINDOW, step) :].max()
+    expected = np.maximum(np.resize(np.roll(shape, 7), horizon), peak)
     np.testing.assert_allclose(forecast.point, expected, rtol=1e-12)
     for level in LEVELS:
         np.testing.assert_allclose(forecast.quantiles[level], expected, rtol=1e-12)
@@ -99,23 +126,27 @@ def test_periodic_series_forecasts_the_pattern_with_a_collapsed_band(season, ste
     assert forecast.notes == ()
 
 
-@pytest.mark.parametrize(("cycles", "shift"), [(2, 30.0), (3, 30.0), (3, -60.0), (4, 12.0)])
-def test_a_shift_in_the_last_cycle_moves_the_point_by_its_share_of_the_mean(cycles, shift):
+@pytest.mark.parametrize(("cycles", "factor"), [(2, 1.5), (3, 1.3), (2, 0.6), (2, 3.0), (1, 0.2)])
+def test_the_profile_is_scaled_to_the_last_hours_level(cycles, factor):
+    """The last six hours ran at ``factor`` times the usual level: the next hours are forecast at that
+    level, within the ratio's bounds [0.5, 2]."""
     s = 24
     shape = pattern(s)
     values = np.tile(shape, cycles + 2)
-    values[-s:] += shift
+    values[-6:] *= factor
+    forecast = SeasonalNaive(timedelta(hours=s), cycles).forecast_one(history(values, HOUR), 6, LEVELS)
 
-    forecast = SeasonalNaive(timedelta(hours=s), cycles).forecast_one(history(values, HOUR), 2 * s, LEVELS)
+    ratio = min(max(factor, LEVEL_CLIP[0]), LEVEL_CLIP[1])
+    np.testing.assert_allclose(forecast.point, np.maximum(ratio * shape[:6], values[-1]), rtol=1e-12)
 
-    np.testing.assert_allclose(forecast.point, np.tile(shape + shift / cycles, 2), rtol=1e-12)
-    # Residuals over the last c seasons: 0 before the shift, then the whole shift (the lags before it
-    # are unshifted).
-    residuals = np.concatenate((np.zeros((cycles - 1) * s), np.full(s, shift)))
-    for level in LEVELS:
-        np.testing.assert_allclose(
-            forecast.quantiles[level], forecast.point + np.quantile(residuals, level), rtol=1e-12
-        )
+
+def test_the_forecast_never_drops_below_the_last_fifteen_minutes_peak():
+    values = np.tile(pattern(288), 3)
+    values[-2] = 1000.0  # a burst two steps ago
+    forecast = SeasonalNaive(timedelta(hours=24), 2).forecast_one(history(values), 12, LEVELS)
+    np.testing.assert_array_equal(forecast.point, np.full(12, 1000.0))
+    values[-4] = 2000.0  # four steps (20 minutes) ago: outside the 15-minute peak window
+    assert SeasonalNaive(timedelta(hours=24), 2).forecast_one(history(values), 12, LEVELS).point.max() == 1000.0
 
 
 @pytest.mark.parametrize("levels", [(0.5,), (0.1, 0.9), (0.05, 0.25, 0.5, 0.75, 0.95), (0.333, 0.999)])
@@ -130,7 +161,6 @@ def test_quantiles_are_the_empirical_quantiles_of_known_residuals(levels):
 
     forecast = SeasonalNaive(timedelta(minutes=s), 1).forecast_one(history(values, timedelta(minutes=1)), 10, levels)
 
-    np.testing.assert_allclose(forecast.point, np.resize(values[-s:], 10))
     for level in levels:
         offset = np.quantile(errors[-window:], level)  # W = max(c·S, MIN_RESIDUALS) = MIN_RESIDUALS
         np.testing.assert_allclose(forecast.quantiles[level], forecast.point + offset, rtol=1e-12)
@@ -172,7 +202,8 @@ def test_horizon_beyond_one_season_only_uses_the_past_and_repeats_the_season():
     for h in range(1, 3 * s + 6):
         lags = [n - 1 + h - (math.ceil(h / s) + k) * s for k in range(cycles)]
         assert all(lag < n for lag in lags)
-        assert forecast.point[h - 1] == pytest.approx(np.mean(values[lags]))
+    point, _ = reference(values, s, cycles, 3 * s + 5, (0.5,), HOUR)
+    np.testing.assert_allclose(forecast.point, point, rtol=1e-12)
     np.testing.assert_array_equal(forecast.point[s : 2 * s], forecast.point[:s])
 
 
@@ -181,7 +212,8 @@ def test_season_not_a_whole_number_of_steps_rounds_and_says_so():
     forecast = SeasonalNaive(timedelta(hours=24), 3).forecast_one(history(values, timedelta(minutes=7)), 5, LEVELS)
     assert forecast.method == ""
     assert forecast.notes == ("season 24h is 205.71 steps of 7m; rounded to 206 steps (24h2m)",)
-    np.testing.assert_allclose(forecast.point, pattern(206)[:5])
+    peak = values[-_steps(PEAK_WINDOW, timedelta(minutes=7)) :].max()
+    np.testing.assert_allclose(forecast.point, np.maximum(pattern(206)[:5], peak))
 
 
 # --- clipping and ordering -------------------------------------------------------------------------
@@ -189,11 +221,13 @@ def test_season_not_a_whole_number_of_steps_rounds_and_says_so():
 
 def test_non_negative_history_clips_at_zero_but_signed_history_does_not():
     s = 24
-    shape = np.where(np.arange(s) < 12, 0.0, 50.0)
+    shape = np.where(np.arange(s) < 12, 50.0, 0.0)  # ends quiet, so the recent peak is low
     noise = np.random.default_rng(3).normal(0, 5, size=4 * s)
     backend = SeasonalNaive(timedelta(hours=s), 3)
 
-    non_negative = backend.forecast_one(history(np.tile(shape, 4) + np.abs(noise), HOUR), s, LEVELS)
+    quiet = np.tile(shape, 4) + np.abs(noise)
+    quiet[-1] = 0.0
+    non_negative = backend.forecast_one(history(quiet, HOUR), s, LEVELS)
     signed = backend.forecast_one(history(np.tile(shape - 25, 4) + noise, HOUR), s, LEVELS)
 
     assert min(band.min() for band in non_negative.quantiles.values()) == 0.0
@@ -220,7 +254,7 @@ def test_half_a_season_falls_back_to_the_recent_level():
     assert forecast.method == "recent-level"
     assert forecast.notes[0] == "84h of history, less than one 168h season"
     assert "mean of the last 12 steps" in forecast.notes[1]
-    np.testing.assert_allclose(forecast.point, np.full(24, values[-12:].mean()))
+    np.testing.assert_allclose(forecast.point, np.full(24, max(values[-12:].mean(), values[-3:].max())))
     # Band centred on the point and widening like sqrt(steps ahead).
     np.testing.assert_allclose(forecast.quantiles[0.5], forecast.point)
     upper = forecast.quantiles[0.9] - forecast.point
@@ -255,7 +289,7 @@ def test_fewer_cycles_than_configured_use_what_exists_and_widen_the_band():
 
     assert cold.method == "seasonal-naive (1 of 3 cycles)"
     assert cold.notes == ("252h of history holds 1 of the 3 168h seasons configured; band widened by sqrt(3/1) = 1.73",)
-    np.testing.assert_allclose(cold.point, series[s // 2 : s // 2 + 24])  # the one season there is
+    np.testing.assert_allclose(cold.point, reference(series[: 3 * s // 2], s, 3, 24, LEVELS, HOUR)[0])
     assert full.method == ""
     cold_width = cold.quantiles[0.9] - cold.quantiles[0.1]
     full_width = full.quantiles[0.9] - full.quantiles[0.1]
@@ -267,7 +301,7 @@ def test_two_of_three_cycles():
     values = np.tile(pattern(s), 2) + np.random.default_rng(1).normal(0, 1, size=2 * s)
     forecast = SeasonalNaive(timedelta(hours=s), 3).forecast_one(history(values, HOUR), s, LEVELS)
     assert forecast.method == "seasonal-naive (2 of 3 cycles)"
-    np.testing.assert_allclose(forecast.point, (values[:s] + values[s:]) / 2)
+    np.testing.assert_allclose(forecast.point, reference(values, s, 3, s, LEVELS, HOUR)[0])
 
 
 def test_recent_level_reads_a_bounded_number_of_changes():
@@ -275,10 +309,10 @@ def test_recent_level_reads_a_bounded_number_of_changes():
     forecast = SeasonalNaive().forecast_one(history(values, timedelta(minutes=1)), 4, LEVELS)
     assert forecast.method == "recent-level"
     assert forecast.notes[1] == (
-        f"forecasting the mean of the last 60 steps; band from {MAX_RESIDUALS} step-to-step changes "
-        "(both signs), widened by sqrt(steps ahead)"
+        f"forecasting the mean of the last 60 steps (at least the peak of the last 15); band from {MAX_RESIDUALS} "
+        "step-to-step changes (both signs), widened by sqrt(steps ahead)"
     )
-    np.testing.assert_allclose(forecast.point, values[-60:].mean())
+    np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-15:].max()))
 
 
 def test_a_single_point_is_the_forecast():
@@ -290,11 +324,11 @@ def test_a_single_point_is_the_forecast():
     assert "single point" in forecast.notes[1]
 
 
-def test_two_points_give_a_symmetric_band():
+def test_two_points_give_a_symmetric_band_around_the_recent_peak():
     forecast = SeasonalNaive().forecast_one(history([10.0, 14.0]), 1, (0.0001, 0.5, 0.9999))
-    assert forecast.point_at(0) == 12.0
-    assert forecast.at(0, 0.0001) == pytest.approx(8.0, abs=1e-3)
-    assert forecast.at(0, 0.9999) == pytest.approx(16.0, abs=1e-3)
+    assert forecast.point_at(0) == 14.0  # the mean is 12, the peak of the last 15 minutes 14
+    assert forecast.at(0, 0.0001) == pytest.approx(10.0, abs=1e-3)
+    assert forecast.at(0, 0.9999) == pytest.approx(18.0, abs=1e-3)
 
 
 # --- rejections ------------------------------------------------------------------------------------
@@ -403,3 +437,84 @@ def test_property_seasonal_path_matches_the_definition(request_):
     np.testing.assert_allclose(forecast.point, point, rtol=1e-9, atol=atol)
     for level in levels:
         np.testing.assert_allclose(forecast.quantiles[level], bands[level], rtol=1e-9, atol=atol)
+
+
+# --- hindcasts and windows of one series -----------------------------------------------------------
+
+
+def test_a_hindcast_is_the_forecast_made_from_the_shorter_history():
+    s, cycles, window = 48, 2, 6
+    values = np.random.default_rng(4).gamma(3.0, 10.0, size=6 * s) + 40 * np.sin(np.arange(6 * s) * 2 * np.pi / s)
+    values = np.maximum(values, 0.0)
+    backend = SeasonalNaive(timedelta(hours=s), cycles)
+    origins = np.array([len(values), len(values) - 7, 4 * s + 3, 3 * s])
+
+    forecast = backend.forecast_one(history(values, HOUR), window, LEVELS, HindcastRequest(window, origins))
+
+    assert forecast.hindcast is not None
+    np.testing.assert_array_equal(forecast.hindcast.origins, origins)
+    for origin, reference in zip(origins, forecast.hindcast.references, strict=True):
+        earlier = backend.forecast_one(history(values[:origin], HOUR), window, LEVELS)
+        assert reference == pytest.approx(earlier.point.max(), rel=1e-12)
+    assert forecast.hindcast.references[0] == pytest.approx(forecast.point.max(), rel=1e-12)
+
+
+def test_a_hindcast_is_nan_where_the_path_has_nothing_to_forecast_from():
+    s = 24
+    values = np.tile(pattern(s), 3)
+    origins = np.array([0, s - 1, s, len(values), len(values) + 1])
+    forecast = SeasonalNaive(timedelta(hours=s), 2).forecast_one(
+        history(values, HOUR), 2, (0.5,), HindcastRequest(3, origins)
+    )
+    assert forecast.hindcast is not None
+    assert np.isnan(forecast.hindcast.references).tolist() == [True, True, False, False, True]
+    with pytest.raises(BackendRejected, match="hindcast window must be at least 1"):
+        SeasonalNaive().forecast_one(history(values), 2, (0.5,), HindcastRequest(0, origins))
+
+
+async def test_forecast_answers_the_hindcast_a_request_asks_for():
+    values = np.tile(pattern(24), 3)
+    asked = ForecastRequest(history(values, HOUR), 2, (0.5,), HindcastRequest(2, np.array([40, 50])))
+    plain = ForecastRequest(history(values, HOUR), 2, (0.5,))
+    answered, unasked = await SeasonalNaive(timedelta(hours=24), 2).forecast([asked, plain])
+    assert answered.hindcast is not None and len(answered.hindcast.references) == 2
+    assert unasked.hindcast is None
+
+
+@st.composite
+def series_windows(draw):
+    season_steps = draw(st.integers(min_value=1, max_value=30))
+    values = np.array(draw(st.lists(st.floats(min_value=0, max_value=1e4), min_size=2, max_size=150)))
+    count = draw(st.integers(min_value=1, max_value=6))
+    spans = []
+    for _ in range(count):
+        end = draw(st.integers(min_value=1, max_value=len(values)))
+        spans.append((draw(st.integers(min_value=0, max_value=end - 1)), end))
+    window = draw(st.integers(min_value=1, max_value=8))
+    backend = SeasonalNaive(timedelta(minutes=season_steps), draw(st.integers(min_value=1, max_value=3)))
+    return backend, values, spans, window
+
+
+@settings(max_examples=150, deadline=None)
+@given(series_windows())
+def test_property_windows_of_one_series_forecast_as_one_history_each(case):
+    backend, values, spans, window = case
+    requests = [
+        ForecastRequest(
+            history(values[begin:end], timedelta(minutes=1)),
+            3,
+            (0.1, 0.9),
+            HindcastRequest(window, np.arange(1, end - begin + 1)),
+        )
+        for begin, end in spans
+    ]
+    together = backend.forecast_windows(values, spans, requests)
+    for request, forecast in zip(requests, together, strict=True):
+        alone = backend.forecast_one(request.history, request.horizon, request.quantiles, request.hindcast)
+        atol = 1e-9 * (1 + values.max())  # running sums start at different points
+        np.testing.assert_allclose(forecast.point, alone.point, rtol=1e-9, atol=atol)
+        for level in request.quantiles:
+            np.testing.assert_allclose(forecast.quantiles[level], alone.quantiles[level], rtol=1e-9, atol=atol)
+        assert forecast.hindcast is not None and alone.hindcast is not None
+        np.testing.assert_allclose(forecast.hindcast.references, alone.hindcast.references, rtol=1e-9, atol=atol)
+        assert (forecast.method, forecast.notes) == (alone.method, alone.notes)

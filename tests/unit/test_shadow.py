@@ -24,11 +24,11 @@ from presage_scaler.prometheus import history_window
 from presage_scaler.shadow import (
     Prediction,
     ShadowLedger,
-    align_down,
     over_provisioning,
     prediction_from,
     required_replicas,
 )
+from presage_scaler.timegrid import align_down
 
 MIN = timedelta(minutes=1)
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,0 +1,335 @@
+"""Calibration: the highest demand of the sizing window at targetQuantile and scaleDownQuantile,
+corrected by the backend's own recent errors. Pure: no I/O, time comes in as arguments.
+
+A count decided now must serve every step of the sizing window (the next step up to lead time +
+interval: pods added now are ready one lead time later, and the count holds until the next
+evaluation's pods are), and the maximum of per-step quantiles is not a quantile of the maximum. So
+each signal is sized from a forecast of the window's maximum, calibrated split-conformal style on
+the backend's errors over the last day (``w`` is the window in steps, ``x`` the history, ``n`` its
+length; a forecast made from the first ``o`` points has origin ``o``):
+
+Reference
+    ``ρ(o)``: the maximum of the backend's point forecast over the window, made at origin ``o``;
+    the current one is ``ρ(n)``.
+Realised
+    ``M(o) = max x[o … o + w - 1]``: what that window turned out to hold.
+Scale
+    ``σ(o) = max(mean |x_t - x_{t-1}| over the SCALE_WINDOW before o, SCALE_FLOOR · d)`` where ``d``
+    is the mean absolute step change over all the points the scores read: the local noise level, so
+    a calm hour gets a narrow band and a bursty one a wide one, but never narrower than a tenth of
+    the day's typical noise (a flat spell would otherwise divide by zero), nor, where the day did not
+    move at all, than FLAT_SCALE of its mean absolute level.
+Score
+    ``s(o) = (M(o) - ρ(o)) / σ(o)``, for the past origins whose window has been observed: at most
+    MAX_FORECASTS, one every SPAN / MAX_FORECASTS (at least one step) over the last SPAN.
+Forecast
+    ``Q_q = ρ(n) + σ(n) · s_(k)`` with ``s_(k)`` the ``k``-th smallest of the ``m`` scores and
+    ``k = ⌈(m + 1)·q⌉`` (the largest score when ``k > m``), clipped at 0 when the history is
+    non-negative. Higher ``q``, higher rank: the quantiles never cross.
+
+After its first day the realised window maximum is at or below ``Q_q`` a fraction ``q`` of the time,
+to within how much the errors change from one day to the next; backtests and ``status.shadow``
+measure it.
+
+Where the past forecasts come from. Every forecast request asks the backend what it would have
+forecast from the origins of the last day (:func:`hindcast_request`). A backend that can answer
+cheaply (SeasonalNaive) does so in the same call: nothing is stored, and a restarted or brand-new
+scaler is calibrated from its first evaluation. For any other backend (TimesFM) presage records each
+reference as it is made (at most one per SPAN / MAX_FORECASTS) in :class:`CalibrationState`, which
+the controller keeps in ``status`` so that a restart keeps it too. With fewer than MIN_SCORES scores
+the backend's own per-step band is used instead (its maximum over the window), and the forecast is
+reported as uncalibrated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from presage_scaler.backends.base import Forecast, HindcastRequest, History
+from presage_scaler.rolling import window_maxima, window_sums
+
+SPAN = timedelta(days=1)
+"""How far back the errors that calibrate a forecast reach."""
+
+MAX_FORECASTS = 144
+"""Most past forecasts scored per evaluation (one every 10 minutes over a day): enough for the tail
+quantiles in use, few enough to store in status and to recompute at every evaluation."""
+
+MIN_SCORES = 12
+"""Fewer scores than this are not trusted: the backend's own band is used instead."""
+
+SCALE_WINDOW = timedelta(minutes=15)
+"""The span whose noise level normalises a score."""
+
+SCALE_MIN_STEPS = 12
+"""A noise level is measured over at least this many steps, however coarse the resolution."""
+
+SCALE_FLOOR = 0.1
+"""A window's noise level is taken as at least this fraction of the typical one."""
+
+FLAT_SCALE = 1e-6
+"""Where the series did not move at all, noise is taken as this fraction of its level."""
+
+MAX_RECORDS = MAX_FORECASTS + 16
+"""Most recorded forecasts kept per signal: a day's worth plus those whose window is still open."""
+
+_RANK_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class PastForecast:
+    """A reference presage sized from, kept until its window has been observed and scored."""
+
+    origin: datetime
+    """The time of the newest history point the forecast was made from."""
+    window: int
+    """Steps of the sizing window it covered."""
+    reference: float
+    """``ρ``: the highest point forecast over that window."""
+
+
+@dataclass(frozen=True)
+class SignalForecasts:
+    """One signal's recorded forecasts, on the signal's resolution."""
+
+    name: str
+    step: timedelta
+    forecasts: tuple[PastForecast, ...]
+
+
+@dataclass(frozen=True)
+class CalibrationState:
+    """The recorded forecasts of a scaler whose backend cannot hindcast (persisted in ``.status``)."""
+
+    signals: tuple[SignalForecasts, ...] = ()
+
+    def of(self, name: str, step: timedelta) -> tuple[PastForecast, ...]:
+        """The signal's recorded forecasts; none when the resolution has changed since."""
+        for signal in self.signals:
+            if signal.name == name and signal.step == step:
+                return signal.forecasts
+        return ()
+
+
+@dataclass(frozen=True)
+class WindowForecast:
+    """One signal's forecast of the highest demand in its sizing window, per quantile level."""
+
+    quantiles: dict[float, float]
+    reference: float
+    """``ρ(n)``: the highest point forecast over the window."""
+    scores: int
+    """How many past forecasts calibrated it; below MIN_SCORES it is the backend's own band."""
+
+    @property
+    def calibrated(self) -> bool:
+        return self.scores >= MIN_SCORES
+
+
+@dataclass(frozen=True)
+class PastReferences:
+    """Past forecasts located in the current history: origin indices, windows and references."""
+
+    origins: np.ndarray
+    windows: np.ndarray
+    references: np.ndarray
+
+
+def _spacing(step: timedelta) -> int:
+    return max(1, math.floor(SPAN / MAX_FORECASTS / step + 0.5))
+
+
+def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
+    """The past forecasts a backend is asked for with a forecast from ``n`` points: one every
+    SPAN / MAX_FORECASTS (at least one step), back from the newest whose window has been observed,
+    over the last SPAN, newest first."""
+    spacing = _spacing(step)
+    count = min(MAX_FORECASTS, max(1, SPAN // step) // spacing + 1)
+    origins = (n - window) - spacing * np.arange(count)
+    return HindcastRequest(window=window, origins=origins[origins >= 1])
+
+
+def _located(records: Sequence[PastForecast], n: int, newest: datetime, step: timedelta) -> PastReferences:
+    """Recorded forecasts as origins in a history of ``n`` points whose newest point is at ``newest``."""
+    origins, windows, references = [], [], []
+    for record in records:
+        back, rest = divmod(newest - record.origin, step)
+        if rest == timedelta(0) and 0 <= back < n:
+            origins.append(n - back)
+            windows.append(record.window)
+            references.append(record.reference)
+    return PastReferences(
+        origins=np.array(origins, dtype=np.intp),
+        windows=np.array(windows, dtype=np.intp),
+        references=np.array(references, dtype=np.float64),
+    )
+
+
+def remember(
+    records: Sequence[PastForecast], origin: datetime, window: int, reference: float, step: timedelta
+) -> tuple[PastForecast, ...]:
+    """``records`` with this forecast added (unless one was recorded less than SPAN / MAX_FORECASTS
+    ago) and those too old to score in the next day's evaluations dropped."""
+    oldest = origin - SPAN - window * step
+    kept = [r for r in records if oldest < r.origin < origin]
+    if not kept or origin - kept[-1].origin >= _spacing(step) * step:
+        kept.append(PastForecast(origin=origin, window=window, reference=reference))
+    return tuple(kept[-MAX_RECORDS:])
+
+
+def _realised(values: np.ndarray, origins: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """``M(o)``: the highest value of each window ``values[o : o + w]``."""
+    realised = np.empty(len(origins))
+    for window in np.unique(windows).tolist():
+        rows = windows == window
+        realised[rows] = window_maxima(values, origins[rows], window)
+    return realised
+
+
+def _rank(count: int, level: float) -> int:
+    """The conformal rank ⌈(m + 1)·q⌉ among ``count`` scores (1-based), at most ``count``."""
+    return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE)))
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """The scored past forecasts of the forecasts being calibrated, all in one array (series
+    coordinates), and each forecast's rows ``[first, last)``."""
+
+    origins: np.ndarray
+    windows: np.ndarray
+    references: np.ndarray
+    owners: np.ndarray
+    """The forecast each origin belongs to."""
+    bounds: list[tuple[int, int]]
+    """Per forecast, its rows ``[first, last)``; empty when it has fewer than MIN_SCORES."""
+
+
+def _scored(spans: Sequence[tuple[int, int]], pasts: Sequence[PastReferences]) -> _Scored:
+    origins, windows, references, owners, bounds = [], [], [], [], []
+    row = 0
+    for i, ((begin, end), past) in enumerate(zip(spans, pasts, strict=True)):
+        keep = (past.origins >= 2) & (past.origins + past.windows <= end - begin)
+        count = int(keep.sum())
+        if count < MIN_SCORES:
+            count = 0
+        else:
+            origins.append(begin + past.origins[keep])
+            windows.append(past.windows[keep])
+            references.append(past.references[keep])
+            owners.append(np.full(count, i))
+        bounds.append((row, row + count))
+        row += count
+    if not row:
+        none = np.zeros(0, dtype=np.intp)
+        return _Scored(none, none, np.zeros(0), none, bounds)
+    return _Scored(
+        np.concatenate(origins), np.concatenate(windows), np.concatenate(references), np.concatenate(owners), bounds
+    )
+
+
+def _scales(
+    values: np.ndarray, step: timedelta, scored: _Scored, spans: Sequence[tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``σ(o)`` of every scored origin, and ``σ(n)`` of every forecast (NaN for those not scored)."""
+    span = max(SCALE_MIN_STEPS, math.floor(SCALE_WINDOW / step + 0.5))
+    active = np.flatnonzero([last > first for first, last in scored.bounds])
+    begins = np.array([spans[i][0] for i in active])
+    ends = np.array([spans[i][1] for i in active])
+    lowest = np.array([scored.origins[slice(*scored.bounds[i])].min() for i in active])
+    # Change t is |x_t − x_{t−1}|. An origin's noise is measured over changes [max(o − span, start + 1), o);
+    # the typical noise of a forecast over all the changes its scores read, up to its own origin.
+    first = np.maximum(lowest - span, begins + 1)
+    region = int(first.min())
+    read = values[region - 1 : int(ends.max())]
+    changes = np.abs(np.diff(read))
+    slot = np.zeros(len(spans), dtype=np.intp)
+    slot[active] = np.arange(len(active))
+    origins = np.concatenate((scored.origins, ends))
+    owners = np.concatenate((slot[scored.owners], np.arange(len(active))))
+    starts = np.maximum(origins - span, begins[owners] + 1)
+    local = window_sums(changes, starts - region, origins - region) / (origins - starts)
+    typical = window_sums(changes, first - region, ends - region) / (ends - first)
+    # A perfectly flat span has no noise at all: measure it against the level instead.
+    level = window_sums(np.abs(read), first - region + 1, ends - region + 1) / (ends - first)
+    floor = np.maximum(SCALE_FLOOR * typical, FLAT_SCALE * level)
+    sigma = np.maximum(local, floor[owners]) + np.finfo(np.float64).tiny
+    now = np.full(len(spans), np.nan)
+    now[active] = sigma[len(scored.origins) :]
+    return sigma[: len(scored.origins)], now
+
+
+def window_forecasts(
+    series: np.ndarray,
+    step: timedelta,
+    spans: Sequence[tuple[int, int]],
+    forecasts: Sequence[Forecast],
+    window: int,
+    levels: Sequence[float],
+    pasts: Sequence[PastReferences],
+) -> list[WindowForecast]:
+    """The calibrated window maximum at each level (module docstring) of forecasts whose histories are
+    windows of one series: forecast ``i`` was made from ``series[begin:end]`` for ``spans[i]``, and
+    ``pasts[i]`` locates its past forecasts in that history. One vectorised pass, so that a backtest
+    calibrates a chunk of decisions at once; a single evaluation is the case of one."""
+    values = np.asarray(series, dtype=np.float64)
+    scored = _scored(spans, pasts)
+    scores, scales = np.zeros(0), np.full(len(spans), np.nan)
+    if len(scored.origins):
+        past_scales, scales = _scales(values, step, scored, spans)
+        scores = (_realised(values, scored.origins, scored.windows) - scored.references) / past_scales
+    low = min(b for b, _ in spans)
+    negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
+    results = []
+    for (begin, end), forecast, (first, last), sigma in zip(spans, forecasts, scored.bounds, scales, strict=True):
+        reference = float(np.max(forecast.point[:window]))
+        if last == first:
+            own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
+            results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
+            continue
+        count = last - first
+        ordered = np.partition(scores[first:last], sorted({_rank(count, level) - 1 for level in levels}))
+        floor = 0.0 if negatives[end - low] == negatives[begin - low] else -math.inf
+        quantiles = {
+            level: max(floor, reference + float(sigma) * float(ordered[_rank(count, level) - 1])) for level in levels
+        }
+        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=count))
+    return results
+
+
+def answered(forecast: Forecast, window: int) -> PastReferences:
+    """The past forecasts a backend answered with ``forecast`` (none if it did not hindcast)."""
+    if forecast.hindcast is None:
+        return PastReferences(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), np.zeros(0))
+    known = np.isfinite(forecast.hindcast.references)
+    return PastReferences(
+        origins=forecast.hindcast.origins[known],
+        windows=np.full(int(known.sum()), window, dtype=np.intp),
+        references=forecast.hindcast.references[known],
+    )
+
+
+def calibrate(
+    history: History,
+    forecast: Forecast,
+    window: int,
+    levels: Sequence[float],
+    records: Sequence[PastForecast],
+    newest: datetime,
+) -> tuple[WindowForecast, tuple[PastForecast, ...]]:
+    """One signal's calibrated window forecast, and the recorded forecasts to keep for the next
+    evaluation: none when the backend answered the hindcast its request asked for (see
+    :func:`hindcast_request`). ``newest`` is the time of the history's newest point; ``records``
+    are those the previous evaluation kept."""
+    n = len(history.values)
+    hindcast = forecast.hindcast is not None
+    past = answered(forecast, window) if hindcast else _located(records, n, newest, history.step)
+    [result] = window_forecasts(history.values, history.step, [(0, n)], [forecast], window, levels, [past])
+    if hindcast:
+        return result, ()
+    return result, remember(records, newest, window, result.reference, history.step)

@@ -1,0 +1,33 @@
+"""Sums and maxima over many windows of one series, for the forecasting and calibration math."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def window_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``Σ values[start … end - 1]`` for each (start, end) pair.
+
+    The running sum covers only the part of ``values`` these windows read, so a long series costs
+    nothing extra, and its rounding depends only on that part.
+    """
+    if not len(ends):
+        return np.zeros(0)
+    low = int(starts.min())
+    part = values[low : int(ends.max())]
+    running = np.zeros(len(part) + 1)
+    np.cumsum(part, out=running[1:])
+    return running[ends - low] - running[starts - low]
+
+
+def window_maxima(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """``max values[start … start + length - 1]`` for each start (windows inside ``values``).
+
+    Computed once for every position the windows cover, so overlapping windows cost nothing extra.
+    """
+    if not len(starts):
+        return np.zeros(0)
+    low = int(starts.min())
+    part = values[low : int(starts.max()) + length]
+    return sliding_window_view(part, length).max(axis=1)[starts - low]
