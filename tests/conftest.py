@@ -8,6 +8,11 @@ of examples to the profile.
 
 import os
 
+# The harness forks server processes (with a preexec_fn) while gRPC servers and channels run in the
+# test process; gRPC's fork handlers then occasionally abort the child before it execs (seen as a
+# Prometheus "exited with -6 during start-up"). Nothing here needs gRPC in a forked child.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = [

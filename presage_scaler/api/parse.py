@@ -50,17 +50,8 @@ def parse(model: type[M], data: Mapping[str, Any] | None, *, path: str = "spec")
     SpecError: spec.policy.headroom: "-5%" is not a non-negative percentage
     """
     try:
-        return model.model_validate(_without_nulls(data or {}))
+        return model.model_validate(data or {})
     except ValidationError as exc:
         raise SpecError([f"{_path(path, tuple(e['loc']))}: {_message(e)}" for e in exc.errors()]) from None
     except RecursionError:
         raise SpecError([f"{path}: nested too deeply to be a {model.__name__}"]) from None
-
-
-def _without_nulls(data: Any) -> Any:
-    """``data`` with null object fields removed, as the API server prunes them before defaulting."""
-    if isinstance(data, Mapping):
-        return {key: _without_nulls(value) for key, value in data.items() if value is not None}
-    if isinstance(data, list):
-        return [_without_nulls(item) for item in data]
-    return data

@@ -109,6 +109,7 @@ def format_duration(value: timedelta) -> str:
     return "".join(parts)
 
 
+AMOUNT_MAX_LENGTH = 32
 AMOUNT_MAX_INTEGER = 2**53 - 1
 """The largest integer an int-or-string field takes as a number: the largest a float64 holds exactly."""
 
@@ -137,11 +138,14 @@ class Amount:
         return f"{number}%" if self.percent else number
 
 
+WHOLE_NUMBER_MESSAGE = "must be an integer written without a decimal point (3, not 3.0)"
+
+
 def wire_integer(raw: object, low: int, high: int) -> int:
-    """An integer as the API server takes it from JSON: an int, or a float with no fraction; never a
-    bool or a numeric string. Raises ValueError outside ``[low, high]``."""
-    if isinstance(raw, float) and raw.is_integer():
-        raw = int(raw)
+    """An integer as the API server takes it from JSON: never a bool, a numeric string or a float
+    (``3.0`` is refused by the CRD's ``type(self)`` rule). Raises ValueError outside ``[low, high]``."""
+    if isinstance(raw, float):
+        raise ValueError(f"{_quote(raw)} {WHOLE_NUMBER_MESSAGE}")
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValueError(f"{_quote(raw)} is not an integer")
     if not low <= raw <= high:
@@ -152,17 +156,19 @@ def wire_integer(raw: object, low: int, high: int) -> int:
 def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
     """Parse an int-or-string amount: ``3``, ``"2.5"``, ``"3"`` or (when allowed) ``"10%"``.
 
-    As on the API server: a number must be a whole one (a fraction goes in a string) between 0 and
+    As on the API server: a number must be an integer (a fraction goes in a string) between 0 and
     :data:`AMOUNT_MAX_INTEGER`, and a string must match the pattern exactly (no spaces).
     """
     if isinstance(raw, Amount):
         return raw
     kind = "a non-negative number or percentage" if allow_percent else "a non-negative number"
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        if isinstance(raw, float) and not raw.is_integer():
-            raise ValueError(f'{_quote(raw)} is not {kind}: write a fraction as a string, such as "{raw}"')
+    if isinstance(raw, float):
+        raise ValueError(f'{_quote(raw)} is not {kind}: write a fraction as a string, such as "{raw}"')
+    if isinstance(raw, int) and not isinstance(raw, bool):
         return Amount(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)))
     if isinstance(raw, str):
+        if len(raw) > AMOUNT_MAX_LENGTH:
+            raise ValueError(f"{_quote(raw)} is longer than {AMOUNT_MAX_LENGTH} characters")
         if raw.endswith("%"):
             if not allow_percent:
                 raise ValueError(f"{_quote(raw)} is not a number (a percentage is not allowed here)")
@@ -175,9 +181,13 @@ def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
     raise ValueError(f"{_quote(raw)} is not {kind}")
 
 
+QUANTILE_MAX_LENGTH = 16
+DECIMAL_MAX_LENGTH = 32
+
+
 def parse_quantile(raw: object) -> float:
     """Parse a quantile level carried as a string (``"0.9"``): strictly between 0 and 1."""
-    if not isinstance(raw, str) or not _QUANTILE_RE.fullmatch(raw):
+    if not isinstance(raw, str) or len(raw) > QUANTILE_MAX_LENGTH or not _QUANTILE_RE.fullmatch(raw):
         raise ValueError(f'{_quote(raw)} is not a quantile strictly between 0 and 1, such as "0.9" (a string)')
     return float(raw)
 
@@ -189,8 +199,10 @@ def format_quantile(value: float) -> str:
 
 def parse_decimal(raw: object) -> float:
     """Parse a non-negative decimal carried as a string (``"0.25"``)."""
-    if not isinstance(raw, str) or not _DECIMAL_RE.fullmatch(raw):
-        raise ValueError(f'{_quote(raw)} is not a non-negative decimal such as "0.25" (a string)')
+    if not isinstance(raw, str) or len(raw) > DECIMAL_MAX_LENGTH or not _DECIMAL_RE.fullmatch(raw):
+        raise ValueError(
+            f'{_quote(raw)} is not a non-negative decimal such as "0.25" (a string of at most {DECIMAL_MAX_LENGTH})'
+        )
     return float(raw)
 
 

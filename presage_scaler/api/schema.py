@@ -75,13 +75,23 @@ def _parse_measured(raw: object) -> float:
         raise ValueError(f"{raw!r} is out of range") from None
 
 
+# OpenAPI's "integer" lets 3.0 through, which CEL rules reading the field then fail on; a rule reading
+# the value refuses it at once, on every integer field, with a message that says why.
+_INTEGER_ONLY = {
+    "x-kubernetes-validations": [{"rule": "type(self) == int", "message": quantities.WHOLE_NUMBER_MESSAGE}]
+}
+
+
 def _integer(bits: int) -> Any:
-    """An API integer of ``bits`` bits: the bounds are in the CRD, and enforced when parsing."""
+    """An API integer of ``bits`` bits, its range enforced when parsing. int32's bounds are in the CRD
+    too; int64's are the API server's own (a bound of 2^63 - 1 would reach it as a float, which it
+    refuses as an int64 maximum)."""
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    bounds = {"minimum": low, "maximum": high} if bits < 64 else {}
     return Annotated[
         int,
         BeforeValidator(lambda raw: quantities.wire_integer(raw, low, high)),
-        Wire({"type": "integer", "format": f"int{bits}", "minimum": low, "maximum": high}, "integer"),
+        Wire({"type": "integer", "format": f"int{bits}", **bounds, **_INTEGER_ONLY}, "integer"),
     ]
 
 
@@ -98,13 +108,18 @@ Quantile = Annotated[
     float,
     BeforeValidator(quantities.parse_quantile),
     PlainSerializer(quantities.format_quantile, return_type=str),
-    Wire({"type": "string", "maxLength": 16, "pattern": quantities.QUANTILE_PATTERN}, "string"),
+    Wire(
+        {"type": "string", "maxLength": quantities.QUANTILE_MAX_LENGTH, "pattern": quantities.QUANTILE_PATTERN},
+        "string",
+    ),
 ]
 DecimalString = Annotated[
     float,
     BeforeValidator(quantities.parse_decimal),
     PlainSerializer(quantities.format_decimal, return_type=str),
-    Wire({"type": "string", "maxLength": 32, "pattern": quantities.DECIMAL_PATTERN}, "string"),
+    Wire(
+        {"type": "string", "maxLength": quantities.DECIMAL_MAX_LENGTH, "pattern": quantities.DECIMAL_PATTERN}, "string"
+    ),
 ]
 # A status value that may be negative or fractional (a forecast); written as a decimal string.
 MeasuredString = Annotated[
@@ -116,9 +131,12 @@ MeasuredString = Annotated[
 _INT_OR_STRING = {
     "x-kubernetes-int-or-string": True,
     "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "maxLength": 32,
+    "maxLength": quantities.AMOUNT_MAX_LENGTH,
     "minimum": 0,
     "maximum": quantities.AMOUNT_MAX_INTEGER,
+    "x-kubernetes-validations": [
+        {"rule": "type(self) == int || type(self) == string", "message": quantities.WHOLE_NUMBER_MESSAGE}
+    ],
 }
 IntOrPercent = Annotated[
     quantities.Amount,
@@ -207,6 +225,16 @@ class APIModel(BaseModel):
         frozen=True,
     )
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prune_nulls(cls, data: Any) -> Any:
+        """Drop declared fields set to null, as the API server prunes them before defaulting; a null
+        under an undeclared key stays, to be refused as an unknown field like the API server does."""
+        if not isinstance(data, dict):
+            return data
+        declared = {key for name, info in cls.model_fields.items() for key in (name, info.alias)}
+        return {key: value for key, value in data.items() if value is not None or key not in declared}
 
     @model_validator(mode="after")
     def _check_rules(self) -> APIModel:

@@ -64,12 +64,15 @@ def _cel_matches(expr: str, pattern: str) -> str:
     return f"{expr}.matches(r'{pattern}')"
 
 
-def _at_least_a_second(duration_field: str) -> Rule:
-    """A period presage divides by or waits on: shorter than a second is a typo, not a setting."""
+def _at_least(duration_field: str, minimum: str) -> Rule:
+    """A period presage divides by or waits on, so it has a floor (``1s``: shorter is a typo, not a
+    setting); compared in nanoseconds on both sides, as the API server does."""
     return Rule(
-        cel=f"duration(self.{duration_field}) >= duration('1s')",
-        message=f"{duration_field} must be at least 1s",
-        check=lambda obj: nanoseconds(getattr(obj, _snake(duration_field))) >= 10**9,
+        cel=f"duration(self.{duration_field}) >= duration('{minimum}')",
+        message=f"{duration_field} must be at least {minimum}",
+        check=lambda obj: (
+            nanoseconds(getattr(obj, _snake(duration_field))) >= nanoseconds(quantities.parse_duration(minimum))
+        ),
         field_path=f".{duration_field}",
     )
 
@@ -151,7 +154,7 @@ _RESOLUTION = (
     "weekly seasonality. At 1m you get ~11 days, which does not."
 )
 _SIGNAL_RULES = (
-    _at_least_a_second("resolution"),
+    _at_least("resolution", "1s"),
     Rule(
         cel="duration(self.history) >= duration(self.resolution)",
         message="history must be at least one resolution step",
@@ -436,7 +439,7 @@ class PredictiveScalerSpec(APIModel):
     )
 
     cel_rules = (
-        _at_least_a_second("interval"),
+        _at_least("interval", "1s"),
         Rule(
             cel="has(self.signal) != has(self.signals)",
             message="exactly one of signal or signals must be set",
@@ -659,7 +662,7 @@ class SeasonalNaiveBackend(APIModel):
     )
     season: Duration = field("Season is the periodicity to repeat, typically 24h or 168h.", default="168h")
 
-    cel_rules = (_at_least_a_second("season"),)
+    cel_rules = (_at_least("season", "1s"),)
 
 
 class TimesFMBackend(APIModel):
@@ -694,7 +697,7 @@ class TimesFMBackend(APIModel):
         default=True,
     )
 
-    cel_rules = (_at_least_a_second("timeout"),)
+    cel_rules = (_at_least("timeout", "1ms"),)
 
 
 class ForecastBackendSpec(APIModel):
