@@ -17,6 +17,7 @@ backend's own forecast at the lead-time step.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -118,26 +119,68 @@ class SignalSource(Protocol):
 
 @dataclass(frozen=True)
 class Recommendation:
-    """What one evaluation recommends, and why."""
+    """What one evaluation recommends, and why.
+
+    ``breakdown``, ``signal_statuses`` and ``lastForecast`` (the API objects written to ``.status``)
+    are built from it when first read: a backtest, which makes tens of thousands of decisions and
+    writes no status, never builds them.
+    """
 
     replicas: int
     decision: Decision
     lead_time: LeadTime
-    breakdown: RecommendationBreakdown
-    signal_statuses: tuple[SignalStatus, ...]
-    last_forecast: LastForecast
     generated_at: datetime
+    identity: ModelIdentity
     windows: tuple[WindowForecast, ...] = ()
     """Per signal, in spec order: the calibrated forecast of the sizing window's highest demand."""
     calibration: CalibrationState = field(default_factory=CalibrationState)
     """The recorded forecasts to carry to the next evaluation (persisted in ``.status``)."""
-    # The data the decision was made from, for consumers that look back at it (shadow scoring).
-    # Not compared: it holds numpy arrays.
+    # The data and forecasts the decision was made from, for status and for consumers that look back
+    # at it (shadow scoring). Not compared: they hold numpy arrays.
     data: tuple[SignalData, ...] = field(default=(), compare=False, repr=False)
+    forecasts: tuple[Forecast, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def state(self) -> PolicyState:
         return self.decision.state
+
+    @functools.cached_property
+    def breakdown(self) -> RecommendationBreakdown:
+        decision = self.decision
+        return RecommendationBreakdown(
+            binding_signal=decision.binding_signal,
+            constraint=decision.constraint,
+            predictive=decision.predictive,
+            reactive=decision.reactive,
+        )
+
+    @functools.cached_property
+    def signal_statuses(self) -> tuple[SignalStatus, ...]:
+        return tuple(
+            SignalStatus(
+                name=s.name, forecast=s.forecast, observed=s.observed, replicas=s.replicas, gap_steps=d.gap_steps
+            )
+            for s, d in zip(self.decision.signals, self.data, strict=True)
+        )
+
+    @functools.cached_property
+    def last_forecast(self) -> LastForecast:
+        """The binding signal's forecast at its lead-time step, as the backend made it."""
+        binding = next(i for i, s in enumerate(self.decision.signals) if s.name == self.decision.binding_signal)
+        forecast = self.forecasts[binding]
+        step = steps_for(self.lead_time.value, self.data[binding].spec.resolution) - 1
+        model = self.identity.model
+        if method := _method(forecast, self.windows[binding]):
+            model = f"{model} ({method})" if model else method
+        return LastForecast(
+            backend=self.identity.backend,
+            generated_at=self.generated_at,
+            lead_time_seconds=round(self.lead_time.value.total_seconds()),
+            model=model,
+            revision=self.identity.revision,
+            point=forecast.point_at(step),
+            quantiles={f"{q:g}": forecast.at(step, q) for q in sorted(forecast.quantiles)},
+        )
 
 
 def forecast_requests(
@@ -229,10 +272,8 @@ def decide(
     sizing = sizing or size(spec, data, forecasts, lead, now)
     windows = sizing.windows
     inputs = []
-    lead_indices = []
     for d, forecast, window in zip(data, forecasts, windows, strict=True):
         lead_steps = steps_for(lead.value, d.spec.resolution)
-        lead_indices.append(lead_steps - 1)
         inputs.append(
             SignalInput(
                 name=d.spec.name,
@@ -244,40 +285,16 @@ def decide(
             )
         )
     decision = policy_decide(inputs, current_replicas, policy, state, now)
-    binding = next(i for i, s in enumerate(inputs) if s.name == decision.binding_signal)
-    binding_forecast, binding_step = forecasts[binding], lead_indices[binding]
-    model = identity.model
-    if method := _method(binding_forecast, windows[binding]):
-        model = f"{model} ({method})" if model else method
     return Recommendation(
         replicas=decision.replicas,
         decision=decision,
         lead_time=lead,
-        breakdown=RecommendationBreakdown(
-            binding_signal=decision.binding_signal,
-            constraint=decision.constraint,
-            predictive=decision.predictive,
-            reactive=decision.reactive,
-        ),
-        signal_statuses=tuple(
-            SignalStatus(
-                name=s.name, forecast=s.forecast, observed=s.observed, replicas=s.replicas, gap_steps=d.gap_steps
-            )
-            for s, d in zip(decision.signals, data, strict=True)
-        ),
-        last_forecast=LastForecast(
-            backend=identity.backend,
-            generated_at=now,
-            lead_time_seconds=round(lead.value.total_seconds()),
-            model=model,
-            revision=identity.revision,
-            point=binding_forecast.point_at(binding_step),
-            quantiles={f"{q:g}": binding_forecast.at(binding_step, q) for q in sorted(binding_forecast.quantiles)},
-        ),
         generated_at=now,
+        identity=identity,
         windows=windows,
         calibration=sizing.calibration,
         data=tuple(data),
+        forecasts=tuple(forecasts),
     )
 
 

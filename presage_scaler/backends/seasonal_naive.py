@@ -161,8 +161,12 @@ class _SeasonalPath:
         for k in range(self.cycles):
             index = targets - (first_lag + k) * self.season
             inside = index >= floor
-            total += np.where(inside, values[np.maximum(index, floor)], 0.0)
-            count += inside
+            if inside.all():  # the usual case: every lag lies in the history
+                total += values[index]
+                count += 1.0
+            else:
+                total += np.where(inside, values[np.maximum(index, floor)], 0.0)
+                count += inside
         return total / count
 
     def _levels(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray) -> np.ndarray:
@@ -467,7 +471,8 @@ def _seasonal_bands(
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
     lagged = np.zeros(positions.shape)
     for k in range(1, cycles + 1):
-        lagged += np.where(k <= counts, values[np.maximum(positions - k * s, 0)], 0.0)
+        lag = values[np.maximum(positions - k * s, 0)]
+        lagged += lag if (counts >= k).all() else np.where(k <= counts, lag, 0.0)
     residuals = values[positions] - lagged / counts
     return _empirical_quantiles(residuals, levels)[:, :, np.newaxis]
 

@@ -1,4 +1,5 @@
-"""The policies presage is compared with: the oracle, a reactive HPA, and its cost-matched variant.
+"""The policies presage is compared with: the oracle, a reactive HPA and its cost-matched variant,
+and a static count.
 
 All of them plug into :func:`presage_scaler.backtest.simulator.simulate`, like presage itself, and
 all are clamped into the scaler's [minReplicas, maxReplicas]: those bounds are the operator's, not
@@ -59,6 +60,22 @@ class OraclePolicy:
 
     def decide(self, step: int, current: int) -> int:
         return clamp(int(self.targets[step]), self.min_replicas, self.max_replicas)
+
+
+def static_count(demand: np.ndarray, per_replica: float, min_replicas: int, max_replicas: int) -> int:
+    """The constant count that covers the peak of ``demand`` (the warm-up's): what a team without an
+    autoscaler provisions."""
+    return clamp(int(oracle_targets(demand, per_replica, 1).max()), min_replicas, max_replicas)
+
+
+@dataclass(frozen=True)
+class StaticPolicy:
+    """The same count at every decision."""
+
+    replicas: int
+
+    def decide(self, step: int, current: int) -> int:
+        return self.replicas
 
 
 def observed_demand(signal: np.ndarray, ratio: int, steps: int) -> np.ndarray:

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.explain import note
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 
 LABELS = {
     "presage": "presage",
     "reactive": "reactive HPA",
     "reactive_cost_matched": "reactive HPA, cost-matched",
+    "static": "static (warm-up peak)",
     "oracle": "oracle",
 }
 METRIC_KEYS = (
@@ -80,10 +82,22 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     document: dict[str, Any] = {"parameters": parameters(result)}
     for name in POLICIES:
         document[name] = policy_summary(result, name)
-    # Which constraint decided presage's count, and how often ("" is the forecast itself).
+    # Which constraint decided presage's count, and how often ("" is the forecast itself): every
+    # decision, then the shares after the warm-up, and a sentence when one constraint dominates.
     document["presage"]["constraints"] = dict(
         Counter(c or "Forecast" for c in result.presage.constraints).most_common()
     )
+    document["presage"]["constraint_shares"] = result.constraint_shares
+    document["presage"]["note"] = note(result.constraint_shares, result.plan.spec.policy)
+    policy, covered = result.plan.spec.policy, result.coverage
+    document["calibration"] = {
+        "target_quantile": policy.target_quantile,
+        "target_coverage": covered.target,
+        "scale_down_quantile": policy.scale_down_quantile,
+        "scale_down_coverage": covered.scale_down,
+        "decisions": covered.decisions,
+        "calibrated_share": covered.calibrated,
+    }
     match = result.cost_match
     document["cost_matched_headroom"] = document["reactive_cost_matched"]["headroom"]
     document["cost_match"] = {
@@ -111,8 +125,24 @@ def write_decisions(result: BacktestResult, path: Path) -> None:
             writer.writerow([step, trace.time_at(step).isoformat(), replicas])
 
 
+def explanation(result: BacktestResult) -> list[str]:
+    """Coverage, what decided presage's count, and the note, as lines for the terminal and the report."""
+    policy, covered = result.plan.spec.policy, result.coverage
+    lines = [
+        f"calibration after the warm-up: the sizing window's highest demand was at or below the q"
+        f"{policy.target_quantile:g} forecast {100 * covered.target:.1f} % of the time and the q"
+        f"{policy.scale_down_quantile:g} forecast {100 * covered.scale_down:.1f} % ({covered.decisions} decisions, "
+        f"{100 * covered.calibrated:.0f} % calibrated)",
+        "what decided presage's count after the warm-up: "
+        + ", ".join(f"{name} {100 * share:.0f} %" for name, share in result.constraint_shares.items()),
+    ]
+    if sentence := note(result.constraint_shares, policy):
+        lines.append(sentence)
+    return lines
+
+
 def table(result: BacktestResult) -> str:
-    """The four policies side by side, for the terminal."""
+    """The five policies side by side, for the terminal, and where presage's cost goes."""
     header = (
         f"{'policy':<28}{'headroom':>10}{'under-prov %':>14}{'unserved %':>12}"
         f"{'replica-h':>12}{'vs oracle':>11}{'changes':>9}{'largest shortfall':>19}"
@@ -126,4 +156,4 @@ def table(result: BacktestResult) -> str:
             f"{entry['replica_hours']:>12.1f}{entry['cost_vs_oracle']:>10.2f}x{entry['changes']:>9}"
             f"{entry['largest_shortfall']:>19.4g}"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *explanation(result)])

@@ -219,7 +219,7 @@ class PresagePolicy:
         self._upper.append(window.quantiles[policy.target_quantile])
         self._lower.append(window.quantiles[policy.scale_down_quantile])
         self._calibrated.append(window.calibrated)
-        self._constraints.append(recommendation.breakdown.constraint or "")
+        self._constraints.append(recommendation.decision.constraint)
         return recommendation.replicas
 
     def record(self) -> PresageRecord:

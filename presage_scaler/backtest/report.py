@@ -15,7 +15,7 @@ import yaml
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import svg
 from presage_scaler.backtest.metrics import shortfall
-from presage_scaler.backtest.output import LABELS, parameters, summary
+from presage_scaler.backtest.output import LABELS, explanation, parameters, summary
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 
 WIDTH = 1100
@@ -26,6 +26,7 @@ COLORS = {
     "presage": "#1f6fb4",
     "reactive": "#e67e22",
     "reactive_cost_matched": "#8e44ad",
+    "static": "#7f7f7f",
     "oracle": "#27ae60",
 }
 STYLES = {
@@ -34,6 +35,7 @@ STYLES = {
     "reactive_cost_matched": (
         f'stroke="{COLORS["reactive_cost_matched"]}" stroke-opacity="0.6" stroke-width="1" stroke-dasharray="4 2"'
     ),
+    "static": f'stroke="{COLORS["static"]}" stroke-width="1" stroke-dasharray="2 3"',
     "oracle": f'stroke="{COLORS["oracle"]}" stroke-width="1"',
 }
 DEMAND_STYLE = 'stroke="#222" stroke-width="0.9"'
@@ -95,7 +97,7 @@ def timeline(result: BacktestResult, begin: int, end: int, title: str) -> str:
     steps = record.forecast_steps.astype(np.float64)
     parts.append(svg.band(steps, record.lower, record.upper, frame, BAND_STYLE))
     parts.append(svg.line(positions, trace.values, frame, DEMAND_STYLE))
-    for name in ("reactive_cost_matched", "reactive", "oracle", "presage"):
+    for name in ("static", "reactive_cost_matched", "reactive", "oracle", "presage"):
         parts.append(svg.line(positions, _capacity(result, name), frame, STYLES[name]))
     parts.append("</g>")
     if begin < plan.report_from:
@@ -110,7 +112,10 @@ def timeline(result: BacktestResult, begin: int, end: int, title: str) -> str:
         parts.append(svg.marks(positions, _short(result, name) > 0, frame, y, STRIP, SHORT_COLOR))
     policy = plan.spec.policy
     band_swatch = f'stroke="{COLORS["presage"]}" stroke-opacity="0.3" stroke-width="8"'
-    band_label = f"presage's forecast, q{policy.scale_down_quantile:g} to q{policy.target_quantile:g}, at the lead time"
+    band_label = (
+        f"presage's calibrated forecast of the sizing window's highest demand, q{policy.scale_down_quantile:g} to "
+        f"q{policy.target_quantile:g}"
+    )
     parts.append(svg.legend([("demand", DEMAND_STYLE), (band_label, band_swatch)], frame.left, 12))
     parts.append(f'<text x="{frame.left - 6}" y="{32 + 4}" text-anchor="end">capacity:</text>')
     parts.append(svg.legend([(LABELS[name], STYLES[name]) for name in POLICIES], frame.left, 32))
@@ -223,8 +228,8 @@ def render(result: BacktestResult) -> str:
         _summary_table(document, result),
         "<h2>The whole trace</h2>",
         '<p class="lead">Capacity is ready replicas × per-replica capacity. The shaded band is presage\'s '
-        "forecast for the lead-time step, drawn at the time it is a forecast for (one lead time after the "
-        "decision that made it), so it lines up with the demand it predicted. Long traces keep each pixel "
+        "calibrated forecast of the highest demand in each decision's sizing window (the next step up to lead "
+        "time + interval), drawn one lead time after the decision that made it. Long traces keep each pixel "
         "column's minimum and maximum, so short spikes stay visible.</p>",
         overview,
     ]
@@ -234,14 +239,16 @@ def render(result: BacktestResult) -> str:
         begin = min(max(0, center - half), max(0, len(trace) - 2 * half))
         sections += [f"<h2>Zoom: {ZOOM_SPAN_DAYS} day {why}</h2>", timeline(result, begin, begin + 2 * half, why)]
     unit, bars = per_period(result)
-    constraints = [[escape(k), str(v)] for k, v in document["presage"]["constraints"].items()]
+    constraints = [[escape(k), f"{100 * v:.1f} %"] for k, v in result.constraint_shares.items()]
+    why = "".join(f'<p class="lead">{escape(line)}</p>' for line in explanation(result))
     sections += [
         f"<h2>Under-provisioned time per {unit}</h2>",
         bars,
-        "<h2>What decided presage's count</h2>",
-        '<p class="lead">The binding constraint of each decision (<code>breakdown.constraint</code>; '
-        "Forecast: the forecast itself).</p>",
-        _table(constraints, ["constraint", "decisions"]),
+        "<h2>Where the cost goes</h2>",
+        why,
+        '<p class="lead">The binding constraint of each decision after the warm-up (<code>breakdown.constraint'
+        "</code>; Forecast: the forecast itself).</p>",
+        _table(constraints, ["constraint", "share of decisions"]),
         "<h2>Parameters</h2>",
         _table([[escape(k), escape(str(v))] for k, v in params.items()], ["parameter", "value"]),
         "<h2>The PredictiveScaler spec that was replayed</h2>",

@@ -1,8 +1,10 @@
-"""A whole backtest: presage, the reactive HPA, the cost-matched HPA and the oracle on one trace.
+"""A whole backtest: presage, the reactive HPA, the cost-matched HPA, a static count and the oracle
+on one trace.
 
 :func:`plan` turns a trace and a parsed spec into the numbers every policy shares (signal,
 schedule, lead time, warm-up, initial count); ``run_*`` simulate one policy each;
-:func:`run_backtest` runs all four and measures them.
+:func:`run_backtest` runs all five, measures them, and says where presage's cost goes
+(:mod:`presage_scaler.backtest.explain`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from presage_scaler.backtest.baselines import (
     CostMatch,
     OraclePolicy,
     ReactivePolicy,
+    StaticPolicy,
     clamp,
     match_cost,
     observed_demand,
     oracle_targets,
+    static_count,
 )
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.explain import Coverage, constraint_shares, coverage
 from presage_scaler.backtest.metrics import Metrics, measure
 from presage_scaler.backtest.replay import PresagePolicy, PresageRecord, forecaster_for
 from presage_scaler.backtest.simulator import Schedule, Simulation, simulate
@@ -37,7 +42,7 @@ from presage_scaler.evaluator import SignalSpec, signal_specs
 from presage_scaler.leadtime import LeadTime, resolve_lead_time, steps_for
 
 DEFAULT_WARMUP = timedelta(days=7)
-POLICIES = ("presage", "reactive", "reactive_cost_matched", "oracle")
+POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 
 Progress = Callable[[str, int, int], None]
 """Called with (phase, done, total) while a backtest runs."""
@@ -82,6 +87,8 @@ class Plan:
     observed: np.ndarray
     """Per step, the latest signal point a decision there sees."""
     reactive_headroom: Amount
+    static: int
+    """The static baseline's count: the warm-up's peak demand over per-replica capacity."""
 
     @property
     def per_replica(self) -> float:
@@ -145,6 +152,9 @@ def plan(trace: Trace, setup: Setup) -> Plan:
         oracle=oracle,
         observed=observed_demand(signal.values, ratio, len(trace)),
         reactive_headroom=setup.reactive_headroom or policy.headroom,
+        static=static_count(
+            trace.values[:report_from], signal_spec.per_replica, policy.min_replicas, policy.max_replicas
+        ),
     )
 
 
@@ -172,6 +182,10 @@ def run_oracle(plan: Plan) -> Simulation:
     policy = plan.spec.policy
     oracle = OraclePolicy(plan.oracle, policy.min_replicas, policy.max_replicas)
     return simulate(len(plan.trace), plan.schedule, oracle, plan.initial)
+
+
+def run_static(plan: Plan) -> Simulation:
+    return simulate(len(plan.trace), plan.schedule, StaticPolicy(plan.static), plan.static)
 
 
 def run_reactive(plan: Plan, headroom: Amount) -> Simulation:
@@ -224,12 +238,16 @@ class PolicyResult:
 
 @dataclass(frozen=True)
 class BacktestResult:
-    """All four policies on one trace."""
+    """All five policies on one trace."""
 
     plan: Plan
     policies: dict[str, PolicyResult]
     presage: PresageRecord
     cost_match: CostMatch
+    coverage: Coverage
+    """How often presage's calibrated quantiles covered the sizing window's demand, after warm-up."""
+    constraint_shares: dict[str, float]
+    """The share of presage's decisions after warm-up that each constraint decided."""
     seconds: dict[str, float]
     """Wall time of each phase."""
 
@@ -240,7 +258,8 @@ class BacktestResult:
 
 
 def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -> BacktestResult:
-    """Plan, then simulate presage, the oracle, the reactive HPA and the cost-matched HPA."""
+    """Plan, then simulate presage, the oracle, the reactive HPA, the cost-matched HPA and the static
+    count."""
     seconds: dict[str, float] = {}
     began = time.perf_counter()
     the_plan = plan(trace, setup)
@@ -259,12 +278,22 @@ def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -
     match = cost_matched(the_plan, presage_metrics.replica_hours, report("cost matching", 40))
     matched_headroom = percent(match.headroom)
     matched_sim = run_reactive(the_plan, matched_headroom)
+    static_sim = run_static(the_plan)
     seconds["baselines"] = time.perf_counter() - began
 
     policies = {
         "presage": PolicyResult(presage_sim, presage_metrics),
         "reactive": PolicyResult(reactive_sim, metrics_of(the_plan, reactive_sim), the_plan.reactive_headroom),
         "reactive_cost_matched": PolicyResult(matched_sim, metrics_of(the_plan, matched_sim), matched_headroom),
+        "static": PolicyResult(static_sim, metrics_of(the_plan, static_sim)),
         "oracle": PolicyResult(oracle_sim, metrics_of(the_plan, oracle_sim)),
     }
-    return BacktestResult(plan=the_plan, policies=policies, presage=record, cost_match=match, seconds=seconds)
+    return BacktestResult(
+        plan=the_plan,
+        policies=policies,
+        presage=record,
+        cost_match=match,
+        coverage=coverage(record, the_plan.signal.values, the_plan.report_from),
+        constraint_shares=constraint_shares(record, the_plan.report_from),
+        seconds=seconds,
+    )

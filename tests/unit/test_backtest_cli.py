@@ -20,7 +20,7 @@ from presage_scaler.cli import main
 from presage_scaler.prometheus import SampledSeries
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"
-POLICIES = ("presage", "reactive", "reactive_cost_matched", "oracle")
+POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 KEYS = {"under_provisioned_pct", "unserved_pct", "replica_hours", "cost_vs_oracle", "changes", "largest_shortfall"}
 BASE = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--warmup", "1d", "--no-progress"]
 
@@ -55,6 +55,22 @@ def test_summary_has_the_documented_keys(run_dir):
     assert sum(summary["presage"]["constraints"].values()) == params["trace_points"] - 1
 
 
+def test_summary_says_where_the_cost_goes(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    calibration = summary["calibration"]
+    assert (calibration["target_quantile"], calibration["scale_down_quantile"]) == (0.9, 0.5)
+    assert 0.85 <= calibration["target_coverage"] <= 0.95
+    assert 0.4 <= calibration["scale_down_coverage"] <= 0.6
+    assert calibration["decisions"] > 3000 and calibration["calibrated_share"] == 1.0
+    shares = summary["presage"]["constraint_shares"]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    # This spiky ELB series is the textbook case: the guard holds nearly every count.
+    assert next(iter(shares)) == "ForecastUncertainty"
+    assert summary["presage"]["note"].startswith("ForecastUncertainty held ")
+    assert "maxRelativeSpread 0.25" in summary["presage"]["note"]
+    assert summary["static"]["changes"] == 0
+
+
 def test_decisions_csv_has_every_decision(run_dir):
     with (run_dir / "decisions.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -78,8 +94,10 @@ def test_the_report_is_self_contained_with_svg_plots(run_dir):
 def test_the_table_is_printed(tmp_path, capsys):
     assert main(["backtest", *BASE, "--out", str(tmp_path / "out")]) == 0
     output = capsys.readouterr().out
-    for label in ("presage", "reactive HPA", "reactive HPA, cost-matched", "oracle", "under-prov %"):
+    for label in ("presage", "reactive HPA", "reactive HPA, cost-matched", "static (warm-up peak)", "oracle"):
         assert label in output
+    assert "the sizing window's highest demand was at or below the q0.9 forecast" in output
+    assert "ForecastUncertainty held" in output
 
 
 def test_a_scaler_yaml_with_overrides(tmp_path):

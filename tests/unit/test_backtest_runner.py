@@ -4,6 +4,7 @@ with :func:`presage_scaler.evaluator.evaluate`, and the whole comparison on a sm
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.replay import CHUNK
 from presage_scaler.backtest.runner import Setup, plan, run_backtest, run_presage
 from presage_scaler.backtest.trace import Trace
+from presage_scaler.calibration import MAX_RECORDS, CalibrationState
 from presage_scaler.evaluator import SignalSpec, evaluate
 from presage_scaler.policy import PolicyState
 from presage_scaler.prometheus import history_window
@@ -143,7 +145,43 @@ def test_a_generic_backend_gets_batches_and_the_same_decisions():
     assert batched.replicas[same].tolist() == direct.replicas[same].tolist()
 
 
+class ForgetfulBackend(CountingBackend):
+    """A backend that does not hindcast (like TimesFM): calibration runs on recorded forecasts."""
+
+    async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+        return [replace(f, hindcast=None) for f in await super().forecast(requests)]
+
+
+def test_recorded_calibration_carried_between_evaluations_makes_the_backtests_decisions():
+    """The backtest carries the recorded forecasts from decision to decision, as the controller does
+    through status; production's evaluate, given the same state, decides the same."""
+    trace = daily_trace()
+    backend = ForgetfulBackend(BACKEND)
+    the_plan = plan(trace, replace(setup_for(trace, lead_time=timedelta(minutes=15)), backend=backend))
+    simulation, record = run_presage(the_plan)
+    assert record.calibrated[-1] and not record.calibrated[0]
+    source, state, calibration = TraceSource(trace), PolicyState(), CalibrationState()
+    with asyncio.Runner() as loop:
+        for step, replicas in zip(record.steps.tolist(), record.replicas.tolist(), strict=True):
+            current = int(simulation.desired[step - 1])
+            now = trace.time_at(step)
+            recommendation = loop.run(evaluate(the_plan.spec, backend, source, current, state, now, calibration))
+            assert recommendation.replicas == replicas, f"step {step}"
+            state, calibration = recommendation.state, recommendation.calibration
+    assert calibration.signals and len(calibration.signals[0].forecasts) <= MAX_RECORDS
+
+
 # --- the whole comparison ------------------------------------------------------------------------
+
+
+def test_the_static_count_covers_the_warmups_peak_and_never_changes():
+    trace = daily_trace(days=4)
+    result = run_backtest(trace, replace(setup_for(trace), warmup=timedelta(days=1)))
+    peak = trace.values[: result.plan.report_from].max()
+    assert result.plan.static == math.ceil(peak / result.plan.per_replica)
+    static = result.policies["static"]
+    assert set(static.simulation.desired.tolist()) == {result.plan.static}
+    assert static.metrics.changes == 0
 
 
 def test_the_four_policies_on_a_small_trace():

@@ -1,0 +1,214 @@
+"""Calibration: the window maximum at q is covered a fraction q of the time, on the backend's own
+errors, whether they are hindcast or recorded; the recorded ones are bounded and survive a restart."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from presage_scaler.backends.base import Forecast, ForecastRequest, Hindcast, History
+from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.calibration import (
+    MAX_FORECASTS,
+    MAX_RECORDS,
+    MIN_SCORES,
+    SPAN,
+    CalibrationState,
+    PastForecast,
+    SignalForecasts,
+    answered,
+    calibrate,
+    hindcast_request,
+    remember,
+    window_forecasts,
+)
+
+MINUTE = timedelta(minutes=1)
+DAY = 1440
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def daily_poisson(days: int, level: float, seed: int) -> np.ndarray:
+    """Poisson counts per minute around a daily profile between 0.3× and 1.7× ``level``."""
+    minutes = np.arange(days * DAY)
+    profile = level * (1.0 + 0.7 * np.sin(2 * np.pi * minutes / DAY))
+    return np.random.default_rng(seed).poisson(profile).astype(np.float64)
+
+
+def coverage(values: np.ndarray, levels: tuple[float, ...], window: int, first: int, every: int = 5) -> dict:
+    """Decide every ``every`` minutes from ``first`` on with SeasonalNaive (24h × 2) through the
+    production calibration, and measure how often each level covered the realised window maximum."""
+    backend = SeasonalNaive(season=timedelta(hours=24), cycles=2)
+    ends = np.arange(first, len(values) - window, every)
+    spans = [(max(0, end - 14 * DAY), int(end)) for end in ends]
+    requests = [
+        ForecastRequest(
+            History(values[begin:end], MINUTE), window, levels, hindcast_request(end - begin, window, MINUTE)
+        )
+        for begin, end in spans
+    ]
+    forecasts = backend.forecast_windows(values, spans, requests)
+    pasts = [answered(f, window) for f in forecasts]
+    windows = window_forecasts(values, MINUTE, spans, forecasts, window, levels, pasts)
+    assert all(w.calibrated for w in windows)
+    realised = np.array([values[end : end + window].max() for end in ends])
+    return {q: float(np.mean(realised <= np.array([w.quantiles[q] for w in windows]))) for q in levels}
+
+
+# --- coverage converges to nominal -----------------------------------------------------------------
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    level=st.floats(min_value=20.0, max_value=400.0),
+    window=st.integers(min_value=1, max_value=12),
+    target=st.sampled_from([0.8, 0.9, 0.95]),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_property_poisson_counts_around_a_daily_profile_are_covered_at_the_nominal_rate(level, window, target, seed):
+    values = daily_poisson(6, level, seed)
+    covered = coverage(values, (0.5, target), window, first=3 * DAY)
+    assert covered[target] == pytest.approx(target, abs=0.04)
+    assert covered[0.5] == pytest.approx(0.5, abs=0.07)
+
+
+@settings(max_examples=8, deadline=None)
+@given(factor=st.sampled_from([0.5, 1.6, 2.5]), seed=st.integers(min_value=0, max_value=2**16))
+def test_property_after_a_level_shift_coverage_returns_to_nominal_within_a_day(factor, seed):
+    values = daily_poisson(7, 100.0, seed)
+    values[4 * DAY :] = np.random.default_rng(seed + 1).poisson(values[4 * DAY :] * factor)
+    covered = coverage(values, (0.5, 0.9), 5, first=5 * DAY)
+    assert covered[0.9] == pytest.approx(0.9, abs=0.04)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**16))
+def test_property_after_a_day_without_traffic_coverage_returns_to_nominal(seed):
+    values = daily_poisson(8, 150.0, seed)
+    values[4 * DAY : 5 * DAY] = 0.0
+    quiet = coverage(values, (0.5, 0.9), 5, first=4 * DAY + 120)
+    assert quiet[0.9] == pytest.approx(0.9, abs=0.1)  # over the quiet day and the three after it
+    after = coverage(values, (0.5, 0.9), 5, first=6 * DAY)
+    assert after[0.9] == pytest.approx(0.9, abs=0.04)
+
+
+# --- the conformal quantile ------------------------------------------------------------------------
+
+
+def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, horizon: int = 3) -> Forecast:
+    return Forecast(
+        point=np.full(horizon, point),
+        quantiles={0.5: np.full(horizon, point), 0.9: np.full(horizon, point * 2)},
+        hindcast=Hindcast(origins=origins, references=references),
+    )
+
+
+def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_errors():
+    # A history alternating 10 and 12: every step changes by 2, so the noise level is 2 everywhere.
+    values = np.tile([10.0, 12.0], 200)
+    origins = np.arange(100, 340, 10)  # 24 past forecasts, windows of 3 observed
+    errors = np.arange(len(origins), dtype=np.float64)  # reference = realised − error
+    references = np.array([values[o : o + 3].max() for o in origins]) - errors
+    [window] = window_forecasts(
+        values,
+        MINUTE,
+        [(0, len(values))],
+        [forecast_with(references, origins, 50.0)],
+        3,
+        (0.5, 0.9),
+        [answered(forecast_with(references, origins, 50.0), 3)],
+    )
+    # Scores are errors / 2 = 0, 0.5, … 11.5; ranks ⌈25·0.5⌉ = 13 and ⌈25·0.9⌉ = 23 (1-based).
+    assert window.scores == 24
+    assert window.quantiles[0.5] == pytest.approx(50.0 + 2 * 6.0)
+    assert window.quantiles[0.9] == pytest.approx(50.0 + 2 * 11.0)
+    assert window.reference == 50.0
+
+
+def test_too_few_scores_fall_back_to_the_backends_own_band():
+    values = np.tile([10.0, 12.0], 100)
+    origins = np.arange(100, 100 + 10 * (MIN_SCORES - 1), 10)
+    forecast = forecast_with(np.full(len(origins), 11.0), origins, 30.0)
+    [window] = window_forecasts(values, MINUTE, [(0, 200)], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    assert not window.calibrated
+    assert window.scores == 0
+    assert window.quantiles == {0.5: 30.0, 0.9: 60.0}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.floats(min_value=0, max_value=1e5), min_size=60, max_size=300),
+    errors=st.lists(st.floats(min_value=-1e4, max_value=1e4), min_size=MIN_SCORES, max_size=40),
+    levels=st.lists(st.floats(min_value=0.01, max_value=0.99), min_size=1, max_size=4, unique=True),
+)
+def test_property_quantiles_are_finite_ordered_and_non_negative_for_demand(values, errors, levels):
+    series = np.array(values)
+    origins = np.linspace(2, len(series) - 4, len(errors)).astype(np.intp)
+    references = np.array([series[o : o + 3].max() for o in origins]) + np.array(errors)
+    forecast = forecast_with(references, origins, float(series[-1]))
+    [window] = window_forecasts(
+        series, MINUTE, [(0, len(series))], [forecast], 3, tuple(levels), [answered(forecast, 3)]
+    )
+    ordered = [window.quantiles[q] for q in sorted(levels)]
+    assert all(np.isfinite(ordered))
+    assert ordered == sorted(ordered)
+    assert min(ordered) >= 0.0
+
+
+# --- where the past forecasts come from ------------------------------------------------------------
+
+
+def test_the_hindcast_grid_covers_the_last_day_every_ten_minutes_newest_first():
+    request = hindcast_request(20160, 6, MINUTE)
+    assert request.window == 6
+    assert len(request.origins) == MAX_FORECASTS
+    assert request.origins[0] == 20160 - 6
+    assert set(np.diff(request.origins).tolist()) == {-10}
+    assert request.origins[-1] >= 20160 - 6 - SPAN // MINUTE
+    assert hindcast_request(30, 6, MINUTE).origins.min() >= 1
+
+
+def test_recorded_forecasts_are_thinned_expired_and_bounded():
+    records: tuple[PastForecast, ...] = ()
+    for minute in range(3 * DAY):
+        records = remember(records, T0 + minute * MINUTE, 6, float(minute), MINUTE)
+    assert len(records) <= MAX_RECORDS
+    assert records[-1].origin == T0 + (3 * DAY - 10) * MINUTE  # one every 10 minutes
+    gaps = {b.origin - a.origin for a, b in itertools.pairwise(records)}
+    assert gaps == {timedelta(minutes=10)}
+    assert records[0].origin > T0 + (3 * DAY - 1) * MINUTE - SPAN - 6 * MINUTE
+
+
+def test_recorded_forecasts_calibrate_exactly_as_the_same_hindcasts_do():
+    """A backend that does not hindcast is scored on the forecasts presage recorded; given the same
+    references, the result is the same as from hindcasts."""
+    values = daily_poisson(2, 80.0, 3)
+    n = len(values)
+    history = History(values, MINUTE)
+    request = hindcast_request(n, 5, MINUTE)
+    hindcast = SeasonalNaive(timedelta(hours=24), 1).forecast_one(history, 5, (0.5, 0.9), request)
+    assert hindcast.hindcast is not None
+    newest = T0 + (n - 1) * MINUTE
+    records = tuple(
+        PastForecast(origin=newest - (n - int(o)) * MINUTE, window=5, reference=float(r))
+        for o, r in zip(hindcast.hindcast.origins[::-1], hindcast.hindcast.references[::-1], strict=True)
+    )
+    plain = Forecast(point=hindcast.point, quantiles=hindcast.quantiles)
+    from_hindcasts, kept = calibrate(history, hindcast, 5, (0.5, 0.9), (), newest)
+    from_records, recorded = calibrate(history, plain, 5, (0.5, 0.9), records, newest)
+    assert kept == ()
+    assert from_records == from_hindcasts
+    # The newest record is 5 minutes old, less than the 10 minutes between records: nothing is added.
+    assert recorded[-1] == records[-1]
+
+
+def test_recorded_forecasts_of_another_resolution_are_not_used():
+    state = CalibrationState(signals=(SignalForecasts(name="rps", step=MINUTE, forecasts=(PastForecast(T0, 3, 1.0),)),))
+    assert state.of("rps", MINUTE) == (PastForecast(T0, 3, 1.0),)
+    assert state.of("rps", 5 * MINUTE) == ()
+    assert state.of("cpu", MINUTE) == ()
