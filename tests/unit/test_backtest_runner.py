@@ -239,3 +239,21 @@ def test_a_trace_shorter_than_the_warmup_is_refused():
     trace = daily_trace(days=1)
     with pytest.raises(BacktestError, match="warm-up"):
         plan(trace, replace(setup_for(trace), warmup=timedelta(days=2)))
+
+
+def test_a_day_without_traffic_after_a_normal_week_releases_most_of_the_capacity():
+    """An upstream outage: presage used to hold its peak count all day (the uncertainty guard never
+    saw a narrow band). Now the level follows the outage within the hour and the calibrated band lets
+    the guard release: on average over the quiet day presage keeps under half of the previous day's
+    peak, and a third of it at the end of the day."""
+    day = 1440
+    minutes = np.arange(9 * day)
+    values = np.random.default_rng(1).poisson(200 * (1 + 0.7 * np.sin(2 * np.pi * minutes / day))).astype(float)
+    values[8 * day :] = 0.0
+    trace = Trace(values, timedelta(minutes=1), START, np.zeros(len(values), dtype=bool), "outage.csv")
+    spec = scaler_spec(trace, None, Overrides(per_replica=20.0, lead_time=timedelta(minutes=5), max_replicas=100))
+    simulation, _ = run_presage(plan(trace, Setup(spec=spec, backend=SeasonalNaive(), warmup=timedelta(days=7))))
+    peak = simulation.desired[7 * day : 8 * day].max()
+    quiet = simulation.desired[8 * day :]
+    assert quiet.mean() < peak / 2
+    assert quiet[-60:].max() <= peak / 3
