@@ -56,6 +56,11 @@ CONSTRAINTS = (
 SHADOW_HOURS = 24
 SHADOW_MAX_PENDING = 32
 
+# Calibration on a backend's own errors keeps, for a backend that cannot recompute its past forecasts,
+# a day of them per signal (one every ten minutes, plus those whose window is still open).
+CALIBRATION_MAX_FORECASTS = 160
+MAX_SIGNALS = 16
+
 _URL = {"pattern": r"^https?://", "maxLength": 2048}
 
 
@@ -435,7 +440,7 @@ class PredictiveScalerSpec(APIModel):
         "the workload ends up sized for whichever dimension needs the most.",
         default=None,
         minItems=1,
-        maxItems=16,
+        maxItems=MAX_SIGNALS,
     )
 
     cel_rules = (
@@ -558,6 +563,16 @@ class ShadowPrediction(APIModel):
     )
     replicas: Int32 = field("Replicas is the replica count presage recommended at Time.")
     time: Timestamp = field("Time is when the recommendation was made.")
+    window_forecasts: list[MeasuredString] | None = field(
+        "WindowForecasts holds, per signal in spec order, the targetQuantile forecast of the highest demand "
+        "over the sizing window (from the step after Time up to the lead time plus the interval) that sized "
+        "the recommendation.",
+        default=None,
+        maxItems=MAX_SIGNALS,
+    )
+    window_seconds: Int64 | None = field(
+        "WindowSeconds is the sizing window's length: the lead time plus the interval.", default=None, minimum=0
+    )
 
 
 class ShadowBucket(APIModel):
@@ -565,6 +580,17 @@ class ShadowBucket(APIModel):
     in."""
 
     covered: Int32 = field("Covered counts the scored moments where the recommendation covered demand.")
+    quantile_covered: Int32 | None = field(
+        "QuantileCovered counts the scored sizing windows whose highest demand was at or below the "
+        "targetQuantile forecast.",
+        default=None,
+        minimum=0,
+    )
+    quantile_samples: Int32 | None = field(
+        "QuantileSamples counts the sizing windows scored in this hour (one per signal and recommendation).",
+        default=None,
+        minimum=0,
+    )
     over_provisioning: MeasuredString = field(
         "OverProvisioning is the mean of (recommended - required) / max(required, 1) over the scored moments, "
         "counting 0 where the recommendation fell short."
@@ -582,10 +608,12 @@ class ShadowStatus(APIModel):
     time t is scored once the demand at t plus its lead time has been observed: the replicas that demand
     required are the largest, over signals, of observed demand over per-replica capacity, rounded up. The
     recommendation covered demand when it was at least that many replicas. The same is computed for the
-    reactive floor's figure at t, which is what a reactive autoscaler would have provisioned. The summary
-    covers the last 24 hours (Buckets) and survives restarts, together with the recommendations still
-    waiting to be scored (Pending). It is recorded in both modes; in Shadow it is the evidence for switching
-    to Enforce."""
+    reactive floor's figure at t, which is what a reactive autoscaler would have provisioned. Once the whole
+    sizing window after t (up to the lead time plus the interval) has been observed, each signal's highest
+    demand in it is compared with the targetQuantile forecast that sized the recommendation:
+    QuantileCoverage near the targetQuantile means the forecasts are calibrated. The summary covers the last
+    24 hours (Buckets) and survives restarts, together with the recommendations still waiting to be scored
+    (Pending). It is recorded in both modes; in Shadow it is the evidence for switching to Enforce."""
 
     buckets: list[ShadowBucket] | None = field(
         "Buckets holds the hourly aggregates the summary is computed from, oldest first.",
@@ -609,6 +637,11 @@ class ShadowStatus(APIModel):
         default=None,
         maxItems=SHADOW_MAX_PENDING,
     )
+    quantile_coverage: MeasuredString | None = field(
+        "QuantileCoverage is the fraction of scored sizing windows whose highest demand was at or below "
+        "presage's targetQuantile forecast: calibrated forecasts cover a fraction targetQuantile.",
+        default=None,
+    )
     reactive_coverage: MeasuredString | None = field(
         "ReactiveCoverage is Coverage for the reactive floor's figure on the same moments.", default=None
     )
@@ -622,10 +655,38 @@ class ShadowStatus(APIModel):
     )
 
 
+class CalibrationForecast(APIModel):
+    """CalibrationForecast is one forecast presage sized from, kept until the demand it forecast has been
+    observed and scored."""
+
+    reference: MeasuredString = field("Reference is the highest point forecast over the sizing window.")
+    time: Timestamp = field("Time is the time of the newest history point the forecast was made from.")
+    window: Int32 = field("Window is the sizing window in steps of the signal's resolution.", minimum=1)
+
+
+class SignalCalibration(APIModel):
+    """SignalCalibration holds one signal's recent forecasts, at the resolution they were made at."""
+
+    forecasts: list[CalibrationForecast] | None = field(
+        "Forecasts are the recorded forecasts, oldest first: at most one every ten minutes over the last day.",
+        default=None,
+        maxItems=CALIBRATION_MAX_FORECASTS,
+    )
+    name: str = field()
+    resolution: Duration = field("Resolution of the signal the forecasts were made at.")
+
+
 class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
     breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
+    calibration: list[SignalCalibration] | None = field(
+        "Calibration holds, per signal, the recent forecasts of a backend that cannot recompute its past "
+        "forecasts (TimesFM), so that sizing stays calibrated on the backend's own errors across restarts. "
+        "Empty for SeasonalNaive, which recomputes them from the history at every evaluation.",
+        default=None,
+        maxItems=MAX_SIGNALS,
+    )
     conditions: list[Condition] | None = field(default=None, **_CONDITION_LIST)
     current_replicas: Int32 | None = field("CurrentReplicas last read from the target.", default=None)
     last_forecast: LastForecast | None = field(LastForecast.__doc__ or "", default=None)
