@@ -50,6 +50,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from presage_scaler.api.types import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
 from presage_scaler.backends.base import Forecast, HindcastRequest, History
 from presage_scaler.rolling import window_maxima, window_sums
 
@@ -75,8 +76,12 @@ SCALE_FLOOR = 0.1
 FLAT_SCALE = 1e-6
 """Where the series did not move at all, noise is taken as this fraction of its level."""
 
-MAX_RECORDS = MAX_FORECASTS + 16
+MAX_RECORDS = CALIBRATION_MAX_FORECASTS
 """Most recorded forecasts kept per signal: a day's worth plus those whose window is still open."""
+
+STORED_DECIMALS = 4
+"""A recorded reference is rounded as ``.status`` keeps it, so a restarted controller and a backtest
+that never wrote status score the same numbers."""
 
 _RANK_TOLERANCE = 1e-9
 
@@ -114,6 +119,36 @@ class CalibrationState:
             if signal.name == name and signal.step == step:
                 return signal.forecasts
         return ()
+
+    def to_status(self) -> list[SignalCalibration] | None:
+        """``.status.calibration`` (None when nothing is recorded)."""
+        return [
+            SignalCalibration(
+                name=signal.name,
+                resolution=signal.step,
+                forecasts=[
+                    CalibrationForecast(time=f.origin, window=f.window, reference=f.reference) for f in signal.forecasts
+                ],
+            )
+            for signal in self.signals
+        ] or None
+
+    @classmethod
+    def from_status(cls, status: Sequence[SignalCalibration] | None) -> CalibrationState:
+        """The state a previous evaluation left in ``.status.calibration``."""
+        return cls(
+            signals=tuple(
+                SignalForecasts(
+                    name=signal.name,
+                    step=signal.resolution,
+                    forecasts=tuple(
+                        PastForecast(origin=f.time, window=f.window, reference=f.reference)
+                        for f in signal.forecasts or ()
+                    ),
+                )
+                for signal in status or ()
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -178,7 +213,7 @@ def remember(
     oldest = origin - SPAN - window * step
     kept = [r for r in records if oldest < r.origin < origin]
     if not kept or origin - kept[-1].origin >= _spacing(step) * step:
-        kept.append(PastForecast(origin=origin, window=window, reference=reference))
+        kept.append(PastForecast(origin=origin, window=window, reference=round(reference, STORED_DECIMALS)))
     return tuple(kept[-MAX_RECORDS:])
 
 

@@ -131,6 +131,8 @@ class Recommendation:
     lead_time: LeadTime
     generated_at: datetime
     identity: ModelIdentity
+    sizing_window: timedelta
+    """The span each signal was sized for: from its next step up to the lead time plus the interval."""
     windows: tuple[WindowForecast, ...] = ()
     """Per signal, in spec order: the calibrated forecast of the sizing window's highest demand."""
     calibration: CalibrationState = field(default_factory=CalibrationState)
@@ -291,6 +293,7 @@ def decide(
         lead_time=lead,
         generated_at=now,
         identity=identity,
+        sizing_window=lead.value + spec.interval,
         windows=windows,
         calibration=sizing.calibration,
         data=tuple(data),

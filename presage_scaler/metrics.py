@@ -154,6 +154,10 @@ class ScalerMetrics:
             "Mean excess replicas over what demand required, as a fraction of it (policy: presage or reactive).",
             "policy",
         )
+        self.shadow_quantile_coverage = gauge(
+            "presage_shadow_quantile_coverage_ratio",
+            "Fraction of scored sizing windows whose highest demand the targetQuantile forecast covered.",
+        )
         self.shadow_samples = gauge("presage_shadow_scored_predictions", "Recommendations scored in the shadow window.")
         self.shadow_pending = gauge("presage_shadow_pending_predictions", "Recommendations waiting to be scored.")
         self.evaluation_duration = Histogram(
@@ -262,6 +266,8 @@ class ScalerMetrics:
                 values[(self.shadow_coverage, (namespace, name, policy))] = coverage
             if over is not None:
                 values[(self.shadow_over_provisioning, (namespace, name, policy))] = over
+        if summary.quantile_coverage is not None:
+            values[(self.shadow_quantile_coverage, (namespace, name))] = summary.quantile_coverage
         self._replace((namespace, name), "shadow", values)
 
     def forget(self, namespace: str, name: str) -> None:

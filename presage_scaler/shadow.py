@@ -13,6 +13,11 @@ The same two numbers are computed for the **reactive** figure at *t* (the reacti
 within min/max): a reactive autoscaler decides from demand at *t* and its replicas are ready at
 *t + lead*, so scoring it on the same moments measures exactly the lag presage exists to remove.
 
+**Quantile coverage** checks the calibration on live data: once each signal's whole sizing window
+after *t* (the steps after its newest point at *t*, up to lead + interval) has been observed, its
+highest demand is compared with the targetQuantile window forecast that sized the recommendation.
+A prediction is scored when both its moment and its windows are observed.
+
 State is bounded and lives in ``.status.shadow`` so it survives restarts: the recommendations not
 yet scored (at most :data:`SHADOW_MAX_PENDING`; when full, new ones are not recorded until older
 ones are scored, which thins the sample without favouring any outcome) and hourly aggregates over
@@ -36,6 +41,7 @@ from presage_scaler.api.types import (
     ShadowStatus,
 )
 from presage_scaler.evaluator import Recommendation, SignalData
+from presage_scaler.leadtime import steps_for
 from presage_scaler.timegrid import align_down
 
 BUCKET = timedelta(hours=1)
@@ -45,12 +51,15 @@ _CEIL_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class Prediction:
-    """What was recommended at ``at``, for the moment ``at + lead``."""
+    """What was recommended at ``at``, for the moment ``at + lead``; and, per signal, the targetQuantile
+    forecast of the highest demand over the sizing window ``window`` after ``at``."""
 
     at: datetime
     replicas: int
     reactive: int
     lead: timedelta
+    forecasts: tuple[float, ...] = ()
+    window: timedelta = timedelta(0)
 
     @property
     def due(self) -> datetime:
@@ -59,10 +68,13 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Score:
-    """One prediction, scored: the replicas demand required at its ``moment`` against both figures."""
+    """One prediction, scored: the replicas demand required at its ``moment`` against both figures, and
+    how many of its window forecasts covered their window's highest demand."""
 
     prediction: Prediction
     required: int
+    quantile_covered: int = 0
+    quantile_samples: int = 0
 
     @property
     def moment(self) -> datetime:
@@ -100,6 +112,8 @@ class Bucket:
     reactive_covered: int = 0
     over_provisioning: float = 0.0
     reactive_over_provisioning: float = 0.0
+    quantile_covered: int = 0
+    quantile_samples: int = 0
 
     def add(self, score: Score) -> Bucket:
         return replace(
@@ -109,6 +123,8 @@ class Bucket:
             reactive_covered=self.reactive_covered + score.reactive_covered,
             over_provisioning=self.over_provisioning + score.over_provisioning,
             reactive_over_provisioning=self.reactive_over_provisioning + score.reactive_over_provisioning,
+            quantile_covered=self.quantile_covered + score.quantile_covered,
+            quantile_samples=self.quantile_samples + score.quantile_samples,
         )
 
 
@@ -124,6 +140,8 @@ class ShadowSummary:
     reactive_over_provisioning: float | None
     window_start: datetime | None
     last_scored_time: datetime | None
+    quantile_coverage: float | None = None
+    """Share of scored sizing windows whose highest demand the targetQuantile forecast covered."""
 
 
 def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Prediction:
@@ -139,6 +157,8 @@ def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Predi
         replicas=recommendation.replicas,
         reactive=reactive,
         lead=timedelta(seconds=round(recommendation.lead_time.value.total_seconds())),
+        forecasts=tuple(round(w.quantiles[policy.target_quantile], 4) for w in recommendation.windows),
+        window=timedelta(seconds=round(recommendation.sizing_window.total_seconds())),
     )
 
 
@@ -160,6 +180,28 @@ def _observed_at(signal: SignalData, moment: datetime, now: datetime) -> float |
     if back < 0 or back >= len(values):
         return None
     return float(values[len(values) - 1 - back])
+
+
+def quantile_covered(data: Sequence[SignalData], prediction: Prediction, now: datetime) -> tuple[int, int] | None:
+    """How many of the prediction's window forecasts covered their sizing window's highest demand, of
+    how many were scored; None until every window has been observed. A window that has fallen out of
+    the history is not scored."""
+    covered = samples = 0
+    for signal, forecast in zip(data, prediction.forecasts, strict=False):
+        step = signal.history.step
+        first = align_down(prediction.at, step) + step
+        last = first + (steps_for(prediction.window, step) - 1) * step
+        newest = align_down(now, step)
+        if last > newest:
+            return None
+        values = signal.history.values
+        begin = len(values) - 1 - (newest - first) // step
+        if begin < 0:
+            continue
+        highest = float(values[begin : len(values) - (newest - last) // step].max())
+        covered += highest <= forecast + _CEIL_TOLERANCE * max(abs(forecast), 1.0)
+        samples += 1
+    return covered, samples
 
 
 def required_replicas(data: Sequence[SignalData], moment: datetime, now: datetime) -> int | None:
@@ -218,8 +260,9 @@ class ShadowLedger:
         still_pending = []
         for prediction in self._pending:
             required = required_replicas(data, prediction.due, now)
-            if required is not None:
-                scores.append(Score(prediction, required))
+            quantile = quantile_covered(data, prediction, now)
+            if required is not None and quantile is not None:
+                scores.append(Score(prediction, required, *quantile))
             elif prediction.due >= horizon and not self._lost(data, prediction.due, now):
                 still_pending.append(prediction)
         self._pending = still_pending
@@ -257,6 +300,7 @@ class ShadowLedger:
         def ratio(total: float) -> float | None:
             return total / samples if samples else None
 
+        windows = sum(b.quantile_samples for b in buckets)
         last = self._last_scored
         return ShadowSummary(
             samples=samples,
@@ -267,6 +311,7 @@ class ShadowLedger:
             reactive_over_provisioning=ratio(sum(b.reactive_over_provisioning for b in buckets)),
             window_start=buckets[0].start if buckets else None,
             last_scored_time=last,
+            quantile_coverage=sum(b.quantile_covered for b in buckets) / windows if windows else None,
         )
 
     def to_status(self) -> ShadowStatus:
@@ -282,6 +327,8 @@ class ShadowLedger:
                     reactive_covered=b.reactive_covered,
                     over_provisioning=b.over_provisioning / b.samples,
                     reactive_over_provisioning=b.reactive_over_provisioning / b.samples,
+                    quantile_covered=b.quantile_covered if b.quantile_samples else None,
+                    quantile_samples=b.quantile_samples or None,
                 )
                 for b in buckets
                 if b.samples
@@ -296,10 +343,13 @@ class ShadowLedger:
                     replicas=p.replicas,
                     reactive=p.reactive,
                     lead_time_seconds=round(p.lead.total_seconds()),
+                    window_forecasts=list(p.forecasts) or None,
+                    window_seconds=round(p.window.total_seconds()) if p.forecasts else None,
                 )
                 for p in self._pending
             ]
             or None,
+            quantile_coverage=summary.quantile_coverage,
             reactive_coverage=summary.reactive_coverage,
             reactive_over_provisioning=summary.reactive_over_provisioning,
             samples=summary.samples,
@@ -318,7 +368,12 @@ class ShadowLedger:
         return cls(
             pending=(
                 Prediction(
-                    at=p.time, replicas=p.replicas, reactive=p.reactive, lead=timedelta(seconds=p.lead_time_seconds)
+                    at=p.time,
+                    replicas=p.replicas,
+                    reactive=p.reactive,
+                    lead=timedelta(seconds=p.lead_time_seconds),
+                    forecasts=tuple(p.window_forecasts or ()),
+                    window=timedelta(seconds=p.window_seconds or 0),
                 )
                 for p in status.pending or ()
             ),
@@ -330,6 +385,8 @@ class ShadowLedger:
                     reactive_covered=b.reactive_covered,
                     over_provisioning=b.over_provisioning * b.samples,
                     reactive_over_provisioning=b.reactive_over_provisioning * b.samples,
+                    quantile_covered=b.quantile_covered or 0,
+                    quantile_samples=b.quantile_samples or 0,
                 )
                 for b in status.buckets or ()
             ),

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.types import API_VERSION, Condition, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.backends.base import BackendError
+from presage_scaler.calibration import CalibrationState
 from presage_scaler.controller.backends import BackendController, BackendUnusable
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, find, merge_conditions
 from presage_scaler.controller.secrets import SecretTokens
@@ -346,7 +347,10 @@ class ScalerController:
                 PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace)), self._metrics
             )
             deadline = min(max(interval.total_seconds(), 10.0), 300.0)
-            recommendation = await asyncio.wait_for(evaluate(spec, backend, source, current, state, now), deadline)
+            calibration = CalibrationState.from_status(status.calibration)
+            recommendation = await asyncio.wait_for(
+                evaluate(spec, backend, source, current, state, now, calibration), deadline
+            )
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
             failure = _failure_of(exc)
         except Exception as exc:
@@ -411,10 +415,13 @@ class ScalerController:
                 breakdown=recommendation.breakdown,
                 scale_down_candidate_since=recommendation.state.scale_down_candidate_since,
                 last_scale_time=recommendation.state.last_scale_time,
+                calibration=recommendation.calibration.to_status(),
             )
             fields.update(fresh.model_dump(by_alias=True, exclude_none=True, mode="json"))
-            # Merge patch: an explicit null clears a window that is no longer open.
+            # Merge patch: an explicit null clears a window that is no longer open, and recorded
+            # forecasts a backend that now hindcasts no longer needs.
             fields.setdefault("scaleDownCandidateSince", None)
+            fields.setdefault("calibration", None)
             fields["shadow"] = shadow
             updates = [
                 ConditionUpdate(READY, "True", "Recommended", _explain(recommendation)),

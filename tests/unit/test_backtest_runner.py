@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from presage_scaler.api.types import PrometheusQuery
+from presage_scaler.api.types import PredictiveScalerStatus, PrometheusQuery
 from presage_scaler.backends.base import Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, scaler_spec
@@ -152,9 +152,17 @@ class ForgetfulBackend(CountingBackend):
         return [replace(f, hindcast=None) for f in await super().forecast(requests)]
 
 
+def through_status(calibration: CalibrationState) -> CalibrationState:
+    """The calibration state as a restarted controller reads it back from ``.status``."""
+    written = PredictiveScalerStatus(calibration=calibration.to_status()).model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+    return CalibrationState.from_status(PredictiveScalerStatus.model_validate(written).calibration)
+
+
 def test_recorded_calibration_carried_between_evaluations_makes_the_backtests_decisions():
-    """The backtest carries the recorded forecasts from decision to decision, as the controller does
-    through status; production's evaluate, given the same state, decides the same."""
+    """The backtest carries the recorded forecasts from decision to decision in memory; production's
+    evaluate, reading them back from status at every evaluation (as after a restart), decides the same."""
     trace = daily_trace()
     backend = ForgetfulBackend(BACKEND)
     the_plan = plan(trace, replace(setup_for(trace, lead_time=timedelta(minutes=15)), backend=backend))
@@ -167,7 +175,7 @@ def test_recorded_calibration_carried_between_evaluations_makes_the_backtests_de
             now = trace.time_at(step)
             recommendation = loop.run(evaluate(the_plan.spec, backend, source, current, state, now, calibration))
             assert recommendation.replicas == replicas, f"step {step}"
-            state, calibration = recommendation.state, recommendation.calibration
+            state, calibration = recommendation.state, through_status(recommendation.calibration)
     assert calibration.signals and len(calibration.signals[0].forecasts) <= MAX_RECORDS
 
 

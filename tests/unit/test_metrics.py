@@ -128,8 +128,10 @@ def test_shadow_summary(metrics: ScalerMetrics) -> None:
         reactive_over_provisioning=0.05,
         window_start=NOW,
         last_scored_time=NOW,
+        quantile_coverage=0.88,
     )
     metrics.observe_shadow(NS, NAME, summary)
+    assert value(metrics, "presage_shadow_quantile_coverage_ratio", **scaler()) == 0.88
     assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="presage")) == 0.99
     assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="reactive")) == 0.9
     assert value(metrics, "presage_shadow_overprovisioning_ratio", **scaler(policy="presage")) == 0.2
@@ -139,6 +141,7 @@ def test_shadow_summary(metrics: ScalerMetrics) -> None:
     empty = ShadowSummary(0, 1, None, None, None, None, None, None)
     metrics.observe_shadow(NS, NAME, empty)
     assert series_of(metrics, "presage_shadow_coverage_ratio") == []
+    assert series_of(metrics, "presage_shadow_quantile_coverage_ratio") == []
     assert value(metrics, "presage_shadow_pending_predictions", **scaler()) == 1
 
 

@@ -260,3 +260,35 @@ def test_status_schema_bounds_match_the_ledger() -> None:
     bounds = {f.wire_name: f.extra.openapi.get("maxItems") for f in fields_of(ShadowStatus)}
     assert bounds["pending"] == SHADOW_MAX_PENDING
     assert bounds["buckets"] == ShadowLedger().hours
+
+
+def test_quantile_coverage_scores_each_sizing_window_once_it_is_observed() -> None:
+    """Each prediction's window (the 3 minutes after its newest point) against a forecast of 25: the
+    windows after minutes 0-4 held 30 or 40, those after 5 and 6 held 20; later ones are not observed
+    yet. The ledger keeps it all through status."""
+    ledger = ShadowLedger()
+    for j in range(len(DEMAND)):
+        now = evaluation_time(j)
+        ledger.settle([signal(DEMAND[: j + 1])], now)
+        ledger.record(Prediction(at=now, replicas=4, reactive=4, lead=LEAD, forecasts=(25.0,), window=3 * MIN))
+    summary = ledger.summary()
+    assert summary.samples == 7
+    assert summary.quantile_coverage == pytest.approx(2 / 7)
+    status = ledger.to_status()
+    assert status.quantile_coverage == pytest.approx(2 / 7, abs=1e-4)
+    assert status.pending is not None and status.pending[0].window_forecasts == [25.0]
+    assert status.pending[0].window_seconds == 180
+    restored = ShadowLedger.from_status(PredictiveScalerStatus.model_validate({"shadow": ledger.status_patch()}).shadow)
+    assert restored.summary().quantile_coverage == summary.quantile_coverage  # kept as counts, exactly
+    assert restored.pending == ledger.pending
+
+
+def test_a_prediction_waits_for_its_whole_window() -> None:
+    ledger = ShadowLedger()
+    ledger.record(
+        Prediction(at=evaluation_time(0), replicas=4, reactive=4, lead=LEAD, forecasts=(50.0,), window=5 * MIN)
+    )
+    # Its moment (minute 3) is observed at 12:03:30, its window (minutes 1-5) only at 12:05:30.
+    assert ledger.settle([signal(DEMAND[:4])], evaluation_time(3)) == []
+    [score] = ledger.settle([signal(DEMAND[:6])], evaluation_time(5))
+    assert (score.quantile_covered, score.quantile_samples) == (1, 1)
