@@ -25,6 +25,7 @@ DURATION_PATTERN = (
     "^(" + "|".join(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,9}})?{unit}" for unit, digits in _DURATION_PARTS.items()) + ")+$"
 )
 _DURATION_RE = re.compile(DURATION_PATTERN)
+DURATION_ALLOWED = "a duration such as 30s, 5m or 1h30m (at most 99999h)"
 _DURATION_PART_RE = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|µs|ms|s|m|h)")
 
 # A decimal strictly between 0 and 1, written the way a CR carries it ("0.9", ".95").
@@ -34,6 +35,12 @@ DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
 _DECIMAL_RE = re.compile(DECIMAL_PATTERN)
 AMOUNT_PATTERN = r"^[0-9]+(\.[0-9]+)?%?$"
 _AMOUNT_RE = re.compile(AMOUNT_PATTERN)
+# What each kind of value may be, in the words both presage and the API server use to refuse one:
+# '"<value>" is not <allowed>'. No single quotes: the CRDs carry these inside CEL string literals.
+QUANTILE_ALLOWED = 'a quantile strictly between 0 and 1, written as a string such as "0.9"'
+DECIMAL_ALLOWED = 'a non-negative decimal written as a string such as "0.25"'
+AMOUNT_ALLOWED = 'a non-negative integer, or a string such as "2.5" or "10%"'
+NUMBER_ALLOWED = 'a non-negative integer, or a string such as "2.5"'
 
 
 def _quote(raw: object) -> str:
@@ -73,10 +80,7 @@ def parse_duration(raw: object) -> timedelta:
     if isinstance(raw, timedelta):
         return raw
     if not isinstance(raw, str) or len(raw) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(raw):
-        raise ValueError(
-            f"{_quote(raw)} is not a duration such as 30s, 5m or 1h30m "
-            f"(at most {DURATION_MAX_LENGTH} characters and 99999h)"
-        )
+        raise ValueError(f"{_quote(raw)} is not {DURATION_ALLOWED}")
     total = 0
     for whole, fraction, unit in _DURATION_PART_RE.findall(raw):
         per_unit = _NANOS_PER_UNIT[unit]
@@ -161,24 +165,15 @@ def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
     """
     if isinstance(raw, Amount):
         return raw
-    kind = "a non-negative number or percentage" if allow_percent else "a non-negative number"
-    if isinstance(raw, float):
-        raise ValueError(f'{_quote(raw)} is not {kind}: write a fraction as a string, such as "{raw}"')
+    allowed = AMOUNT_ALLOWED if allow_percent else NUMBER_ALLOWED
     if isinstance(raw, int) and not isinstance(raw, bool):
         return Amount(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)))
-    if isinstance(raw, str):
-        if len(raw) > AMOUNT_MAX_LENGTH:
-            raise ValueError(f"{_quote(raw)} is longer than {AMOUNT_MAX_LENGTH} characters")
-        if raw.endswith("%"):
-            if not allow_percent:
-                raise ValueError(f"{_quote(raw)} is not a number (a percentage is not allowed here)")
-            if not _AMOUNT_RE.fullmatch(raw):
-                raise ValueError(f"{_quote(raw)} is not a non-negative percentage")
-            return Amount(float(raw[:-1]), percent=True)
-        if _DECIMAL_RE.fullmatch(raw):
-            return Amount(float(raw))
-        raise ValueError(f"{_quote(raw)} is not {kind}")
-    raise ValueError(f"{_quote(raw)} is not {kind}")
+    pattern = _AMOUNT_RE if allow_percent else _DECIMAL_RE
+    if not isinstance(raw, str) or len(raw) > AMOUNT_MAX_LENGTH or not pattern.fullmatch(raw):
+        raise ValueError(f"{_quote(raw)} is not {allowed}")
+    if raw.endswith("%"):
+        return Amount(float(raw[:-1]), percent=True)
+    return Amount(float(raw))
 
 
 QUANTILE_MAX_LENGTH = 16
@@ -188,7 +183,7 @@ DECIMAL_MAX_LENGTH = 32
 def parse_quantile(raw: object) -> float:
     """Parse a quantile level carried as a string (``"0.9"``): strictly between 0 and 1."""
     if not isinstance(raw, str) or len(raw) > QUANTILE_MAX_LENGTH or not _QUANTILE_RE.fullmatch(raw):
-        raise ValueError(f'{_quote(raw)} is not a quantile strictly between 0 and 1, such as "0.9" (a string)')
+        raise ValueError(f"{_quote(raw)} is not {QUANTILE_ALLOWED}")
     return float(raw)
 
 
@@ -200,9 +195,7 @@ def format_quantile(value: float) -> str:
 def parse_decimal(raw: object) -> float:
     """Parse a non-negative decimal carried as a string (``"0.25"``)."""
     if not isinstance(raw, str) or len(raw) > DECIMAL_MAX_LENGTH or not _DECIMAL_RE.fullmatch(raw):
-        raise ValueError(
-            f'{_quote(raw)} is not a non-negative decimal such as "0.25" (a string of at most {DECIMAL_MAX_LENGTH})'
-        )
+        raise ValueError(f"{_quote(raw)} is not {DECIMAL_ALLOWED}")
     return float(raw)
 
 

@@ -23,10 +23,37 @@ from presage_scaler.api import quantities
 
 @dataclass(frozen=True, eq=False)
 class Wire:
-    """How a typed value travels in a CR: its OpenAPI schema, and its type as the docs name it."""
+    """How a typed value travels in a CR: its OpenAPI schema, its type as the docs name it, and the
+    pattern a string form must match (checked by a CEL rule, whose message reads better than the
+    regex the API server prints for a ``pattern``)."""
 
     schema: dict[str, Any]
     doc_type: str
+    pattern: str | None = None
+
+
+def cel_matches(expr: str, pattern: str) -> str:
+    """A CEL ``matches`` call; raw string literal so the regex's backslashes survive."""
+    return f"{expr}.matches(r'{pattern}')"
+
+
+def _matching(pattern: str, max_length: int, allowed: str, *, int_or_string: bool = False) -> dict[str, Any]:
+    """Schema keywords for a string that must match ``pattern``: the API server's message quotes the
+    value and says what is allowed, as presage's own parser does."""
+    rule = cel_matches("self", pattern)
+    value = "self"
+    if int_or_string:
+        rule, value = f"type(self) == int || (type(self) == string && {rule})", "string(self)"
+    return {
+        "maxLength": max_length,
+        "x-kubernetes-validations": [
+            {
+                "rule": rule,
+                "message": f"must be {allowed}",
+                "messageExpression": f"'\"' + {value} + '\" is not {allowed}'",
+            }
+        ],
+    }
 
 
 @dataclass(frozen=True)
@@ -100,8 +127,12 @@ Duration = Annotated[
     BeforeValidator(quantities.parse_duration),
     PlainSerializer(quantities.format_duration, return_type=str),
     Wire(
-        {"type": "string", "maxLength": quantities.DURATION_MAX_LENGTH, "pattern": quantities.DURATION_PATTERN},
+        {
+            "type": "string",
+            **_matching(quantities.DURATION_PATTERN, quantities.DURATION_MAX_LENGTH, quantities.DURATION_ALLOWED),
+        },
         "string",
+        quantities.DURATION_PATTERN,
     ),
 ]
 Quantile = Annotated[
@@ -109,8 +140,12 @@ Quantile = Annotated[
     BeforeValidator(quantities.parse_quantile),
     PlainSerializer(quantities.format_quantile, return_type=str),
     Wire(
-        {"type": "string", "maxLength": quantities.QUANTILE_MAX_LENGTH, "pattern": quantities.QUANTILE_PATTERN},
+        {
+            "type": "string",
+            **_matching(quantities.QUANTILE_PATTERN, quantities.QUANTILE_MAX_LENGTH, quantities.QUANTILE_ALLOWED),
+        },
         "string",
+        quantities.QUANTILE_PATTERN,
     ),
 ]
 DecimalString = Annotated[
@@ -118,7 +153,12 @@ DecimalString = Annotated[
     BeforeValidator(quantities.parse_decimal),
     PlainSerializer(quantities.format_decimal, return_type=str),
     Wire(
-        {"type": "string", "maxLength": quantities.DECIMAL_MAX_LENGTH, "pattern": quantities.DECIMAL_PATTERN}, "string"
+        {
+            "type": "string",
+            **_matching(quantities.DECIMAL_PATTERN, quantities.DECIMAL_MAX_LENGTH, quantities.DECIMAL_ALLOWED),
+        },
+        "string",
+        quantities.DECIMAL_PATTERN,
     ),
 ]
 # A status value that may be negative or fractional (a forecast); written as a decimal string.
@@ -128,27 +168,29 @@ MeasuredString = Annotated[
     PlainSerializer(quantities.format_decimal, return_type=str),
     Wire({"type": "string"}, "string"),
 ]
-_INT_OR_STRING = {
-    "x-kubernetes-int-or-string": True,
-    "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "maxLength": quantities.AMOUNT_MAX_LENGTH,
-    "minimum": 0,
-    "maximum": quantities.AMOUNT_MAX_INTEGER,
-    "x-kubernetes-validations": [
-        {"rule": "type(self) == int || type(self) == string", "message": quantities.WHOLE_NUMBER_MESSAGE}
-    ],
-}
+
+
+def _int_or_string(pattern: str, allowed: str) -> Wire:
+    schema = {
+        "x-kubernetes-int-or-string": True,
+        "minimum": 0,
+        "maximum": quantities.AMOUNT_MAX_INTEGER,
+        **_matching(pattern, quantities.AMOUNT_MAX_LENGTH, allowed, int_or_string=True),
+    }
+    return Wire(schema, "int-or-string", pattern)
+
+
 IntOrPercent = Annotated[
     quantities.Amount,
     BeforeValidator(quantities.parse_amount),
     PlainSerializer(str, return_type=str),
-    Wire({**_INT_OR_STRING, "pattern": quantities.AMOUNT_PATTERN}, "int-or-string"),
+    _int_or_string(quantities.AMOUNT_PATTERN, quantities.AMOUNT_ALLOWED),
 ]
 IntOrDecimal = Annotated[
     quantities.Amount,
     BeforeValidator(lambda raw: quantities.parse_amount(raw, allow_percent=False)),
     PlainSerializer(str, return_type=str),
-    Wire({**_INT_OR_STRING, "pattern": quantities.DECIMAL_PATTERN}, "int-or-string"),
+    _int_or_string(quantities.DECIMAL_PATTERN, quantities.NUMBER_ALLOWED),
 ]
 Timestamp = Annotated[
     datetime,

@@ -9,6 +9,7 @@ that the reference prints; keep them to one paragraph.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from presage_scaler.api import quantities
@@ -25,6 +26,7 @@ from presage_scaler.api.schema import (
     Quantile,
     Rule,
     Timestamp,
+    cel_matches,
     field,
 )
 
@@ -64,16 +66,20 @@ MAX_SIGNALS = 16
 _URL = {"pattern": r"^https?://", "maxLength": 2048}
 
 
-def _cel_matches(expr: str, pattern: str) -> str:
-    """A CEL ``matches`` call; raw string literal so the regex's backslashes survive."""
-    return f"{expr}.matches(r'{pattern}')"
+def _durations_parse(*exprs: str) -> str:
+    """A CEL guard: every duration in ``exprs`` is well-formed, so ``duration()`` on it cannot fail
+    (a malformed one is reported once, by its own field's rule, not again as a conversion error)."""
+    return " && ".join(cel_matches(expr, quantities.DURATION_PATTERN) for expr in exprs)
 
 
 def _at_least(duration_field: str, minimum: str) -> Rule:
     """A period presage divides by or waits on, so it has a floor (``1s``: shorter is a typo, not a
     setting); compared in nanoseconds on both sides, as the API server does."""
     return Rule(
-        cel=f"duration(self.{duration_field}) >= duration('{minimum}')",
+        cel=(
+            f"!({_durations_parse(f'self.{duration_field}')})"
+            f" || duration(self.{duration_field}) >= duration('{minimum}')"
+        ),
         message=f"{duration_field} must be at least {minimum}",
         check=lambda obj: (
             nanoseconds(getattr(obj, _snake(duration_field))) >= nanoseconds(quantities.parse_duration(minimum))
@@ -138,7 +144,7 @@ class CapacitySpec(APIModel):
         Rule(
             cel=(
                 "has(self.query) || !"
-                + _cel_matches("string(self.perReplica)", quantities.DECIMAL_PATTERN)
+                + cel_matches("string(self.perReplica)", quantities.DECIMAL_PATTERN)
                 + " || double(string(self.perReplica)) > 0.0"
             ),
             message="perReplica must be greater than 0",
@@ -161,7 +167,8 @@ _RESOLUTION = (
 _SIGNAL_RULES = (
     _at_least("resolution", "1s"),
     Rule(
-        cel="duration(self.history) >= duration(self.resolution)",
+        cel=f"!({_durations_parse('self.history', 'self.resolution')})"
+        " || duration(self.history) >= duration(self.resolution)",
         message="history must be at least one resolution step",
         check=lambda s: nanoseconds(s.history) >= nanoseconds(s.resolution),
         field_path=".history",
@@ -215,6 +222,12 @@ class NamedSignal(APIModel):
     cel_rules = _SIGNAL_RULES
 
 
+def _horizon_covers_lead(horizon: timedelta, lead: LeadTimeSpec) -> bool:
+    """Whether a set horizon reaches the lead time: the static one, and the clamp's floor in any case."""
+    reaches = nanoseconds(horizon) >= nanoseconds(lead.min)
+    return reaches and (lead.source != "Static" or nanoseconds(horizon) >= nanoseconds(lead.static))
+
+
 # --- PredictiveScaler.spec -----------------------------------------------------------------
 
 
@@ -257,7 +270,7 @@ class LeadTimeSpec(APIModel):
 
     cel_rules = (
         Rule(
-            cel="duration(self.min) <= duration(self.max)",
+            cel=f"!({_durations_parse('self.min', 'self.max')}) || duration(self.min) <= duration(self.max)",
             message="min must be less than or equal to max",
             check=lambda lt: nanoseconds(lt.min) <= nanoseconds(lt.max),
             field_path=".min",
@@ -359,8 +372,8 @@ class PolicySpec(APIModel):
         ),
         Rule(
             cel=(
-                f"!{_cel_matches('self.scaleDownQuantile', quantities.QUANTILE_PATTERN)}"
-                f" || !{_cel_matches('self.targetQuantile', quantities.QUANTILE_PATTERN)}"
+                f"!{cel_matches('self.scaleDownQuantile', quantities.QUANTILE_PATTERN)}"
+                f" || !{cel_matches('self.targetQuantile', quantities.QUANTILE_PATTERN)}"
                 " || double(self.scaleDownQuantile) <= double(self.targetQuantile)"
             ),
             message="scaleDownQuantile must be less than or equal to targetQuantile",
@@ -445,6 +458,18 @@ class PredictiveScalerSpec(APIModel):
 
     cel_rules = (
         _at_least("interval", "1s"),
+        Rule(
+            cel=(
+                "!has(self.forecast) || !has(self.forecast.horizon)"
+                f" || !({_durations_parse('self.forecast.horizon', 'self.leadTime.min', 'self.leadTime.static')})"
+                " || (duration(self.forecast.horizon) >= duration(self.leadTime.min)"
+                " && (self.leadTime.source != 'Static'"
+                " || duration(self.forecast.horizon) >= duration(self.leadTime.static)))"
+            ),
+            message="forecast.horizon must be at least the lead time (leadTime.static, and never below leadTime.min)",
+            check=lambda s: s.forecast.horizon is None or _horizon_covers_lead(s.forecast.horizon, s.lead_time),
+            field_path=".forecast.horizon",
+        ),
         Rule(
             cel="has(self.signal) != has(self.signals)",
             message="exactly one of signal or signals must be set",

@@ -169,11 +169,12 @@ def _junk(json_safe: bool) -> st.SearchStrategy[Any]:
 def _for_type(view: TypeView, json_safe: bool) -> st.SearchStrategy[Any]:
     """Values aimed at a field's wire type, half of the time; any junk the other half."""
     wire = view.wire.schema if view.wire is not None else {}
-    if wire.get("pattern") == quantities.DURATION_PATTERN:
+    pattern = view.wire.pattern if view.wire is not None else None
+    if pattern == quantities.DURATION_PATTERN:
         aimed: st.SearchStrategy[Any] = _durations()
-    elif wire.get("pattern") == quantities.QUANTILE_PATTERN:
+    elif pattern == quantities.QUANTILE_PATTERN:
         aimed = _quantiles()
-    elif wire.get("x-kubernetes-int-or-string") or wire.get("pattern") == quantities.DECIMAL_PATTERN:
+    elif wire.get("x-kubernetes-int-or-string") or pattern == quantities.DECIMAL_PATTERN:
         aimed = _amounts()
     elif wire.get("type") == "integer":
         aimed = _integers()

@@ -61,6 +61,15 @@ def _agree(api: httpx.Client, plural: str, kind: str, model: type[APIModel], spe
     )
 
 
+def _base_with(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    spec = json.loads(json.dumps(SCALER_BASES[0]))
+    node = spec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return spec
+
+
 def test_the_bases_are_valid_on_both_sides(api: httpx.Client) -> None:
     """Without this the property below could pass by both sides refusing everything."""
     for spec in SCALER_BASES:
@@ -95,11 +104,30 @@ def test_forecast_backend_verdicts_agree(api: httpx.Client, spec: Any) -> None:
 def test_the_issue_reproductions_are_refused_naming_the_field(
     api: httpx.Client, path: tuple[str, ...], value: Any, field: str
 ) -> None:
-    spec = json.loads(json.dumps(SCALER_BASES[0]))
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
+    spec = _base_with(path, value)
     accepted, message = _server_accepts(api, "predictivescalers", "PredictiveScaler", spec)
     assert not accepted and field in message, message
     assert not _presage_accepts(PredictiveScalerSpec, spec)[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("policy", "targetQuantile"), "1.5", '"1.5" is not a quantile strictly between 0 and 1'),
+        (("policy", "headroom"), "-5%", '"-5%" is not a non-negative integer, or a string such as "2.5" or "10%"'),
+        (("interval",), "soon", '"soon" is not a duration such as 30s, 5m or 1h30m'),
+        (("forecast", "horizon"), "1m", "forecast.horizon must be at least the lead time"),
+        (("policy", "headroom"), 2.5, "spec.policy.headroom in body must be of type integer,string"),
+    ],
+)
+def test_refusals_read_like_presage_s_own(api: httpx.Client, path: tuple[str, ...], value: Any, expected: str) -> None:
+    """One line naming the field, quoting the value and saying what is allowed: no raw regex, no CEL
+    conversion error, no list of anyOf branches."""
+    spec = _base_with(path, value)
+    accepted, message = _server_accepts(api, "predictivescalers", "PredictiveScaler", spec)
+    assert not accepted and expected in message, message
+    for noise in ("should match '^", "type conversion error", "anyOf"):
+        assert noise not in message, message
+    problems = _presage_accepts(PredictiveScalerSpec, spec)[1]
+    if isinstance(value, str) and "must be" not in expected:
+        assert expected in problems, problems

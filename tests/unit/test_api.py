@@ -119,7 +119,11 @@ def test_defaults_match_the_reference():
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("policy.headroom", "-5%", 'spec.policy.headroom: "-5%" is not a non-negative percentage'),
+        (
+            "policy.headroom",
+            "-5%",
+            'spec.policy.headroom: "-5%" is not a non-negative integer, or a string such as "2.5" or "10%"',
+        ),
         ("policy.targetQuantile", "1.5", 'spec.policy.targetQuantile: "1.5" is not a quantile strictly between'),
         ("policy.scaleDownQuantile", "0", 'spec.policy.scaleDownQuantile: "0" is not a quantile'),
         ("interval", "soon", 'spec.interval: "soon" is not a duration'),
@@ -135,7 +139,7 @@ def test_defaults_match_the_reference():
         ("leadTime.static", "99999999999h", 'spec.leadTime.static: "99999999999h" is not a duration'),
         ("policy.maxReplicas", 2**31, "spec.policy.maxReplicas: 2147483648 is out of range"),
         ("policy.maxReplicas", "7", 'spec.policy.maxReplicas: "7" is not an integer'),
-        ("policy.headroom", 2.5, "spec.policy.headroom: 2.5 is not a non-negative number or percentage"),
+        ("policy.headroom", 2.5, "spec.policy.headroom: 2.5 is not a non-negative integer, or a string such as"),
         ("policy.headroom", 2**63, "spec.policy.headroom: 9223372036854775808 is out of range"),
         ("policy.headroom", -3, "spec.policy.headroom: -3 is out of range"),
         ("policy.targetQuantile", 0.9, "spec.policy.targetQuantile: 0.9 is not a quantile"),
@@ -151,6 +155,8 @@ def test_defaults_match_the_reference():
         ("capacity", {"perReplica": 0}, "spec.capacity: perReplica must be greater than 0"),
         ("scaleTargetRef.agones", {}, "spec.scaleTargetRef: agones applies only to an agones.dev Fleet"),
         ("policy.bogus", 1, "spec.policy.bogus: is not a field of this API"),
+        ("forecast.horizon", "1m", "spec: forecast.horizon must be at least the lead time"),
+        ("forecast.horizon", "20s", "spec: forecast.horizon must be at least the lead time"),
     ],
 )
 def test_errors_name_the_field_and_value(path, value, message):
