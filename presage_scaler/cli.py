@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from presage_scaler import scaledobject_command
 from presage_scaler.api.generated import stale_generated, write_generated
@@ -29,8 +30,15 @@ def _cmd_backtest(args: argparse.Namespace) -> int:
     return backtest_command.run(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are refused in one line that names the command and the flag, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
+    parser = _Parser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
     commands = parser.add_subparsers(dest="command", required=True)
 
     crds = commands.add_parser("crds", help="generate crds/ and docs/api-reference.md from the API declaration")

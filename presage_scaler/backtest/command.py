@@ -18,6 +18,7 @@ from presage_scaler.backtest.config import (
     backend_spec,
     load_object,
     make_backend,
+    parse_per_replica,
     parse_span,
     scaler_spec,
 )
@@ -60,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("trace", nargs="?", type=Path, help="CSV with a header timestamp,value (or ts,value)")
     parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
-    parser.add_argument("--per-replica", type=float, help="units of demand one replica serves (spec.capacity)")
+    parser.add_argument(
+        "--per-replica", type=_typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
+    )
     parser.add_argument(
         "--lead-time", type=_typed(parse_duration), help="how long a new pod takes to become ready, e.g. 5m"
     )
@@ -141,5 +144,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"presage backtest: {err}", file=sys.stderr)
         return 2
     print(table(result))
+    gaps = int(trace.gaps.sum())
+    if gaps:
+        print(
+            f"\nnote: {gaps} of {len(trace)} steps ({gaps / len(trace):.1%}) of the trace had no numeric value; "
+            "they were filled in (interpolated between values, the last value repeated at the end)"
+        )
     print(f"\nwrote {out / 'summary.json'}, {out / 'decisions.csv'} and {out / 'report.html'}")
     return 0

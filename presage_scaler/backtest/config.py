@@ -17,7 +17,13 @@ from typing import Any
 import yaml
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.quantities import format_duration, format_quantile, parse_duration, plain_number
+from presage_scaler.api.quantities import (
+    AMOUNT_MAX_LENGTH,
+    format_duration,
+    format_quantile,
+    parse_duration,
+    plain_number,
+)
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
@@ -27,6 +33,7 @@ from presage_scaler.backtest.trace import Trace
 MAX_REPLICAS_FACTOR = 10
 """Without --max-replicas or a spec, maxReplicas is this many times the oracle's peak count."""
 
+INT32_MAX = 2**31 - 1
 DEFAULT_INTERVAL = timedelta(minutes=1)
 """The API's default ``interval``."""
 
@@ -57,6 +64,19 @@ def _nodes(data: Any, limit: int) -> int:
         elif isinstance(item, list):
             stack.extend(item)
     return count
+
+
+def parse_per_replica(text: str) -> float:
+    """``--per-replica``: a positive number that the API's ``capacity.perReplica`` can carry."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{text!r} is not a positive number of demand units per replica, such as 20")
+    if len(plain_number(value)) > AMOUNT_MAX_LENGTH:
+        raise ValueError(f"{text!r} has more digits than spec.capacity.perReplica holds ({AMOUNT_MAX_LENGTH})")
+    return value
 
 
 def load_object(path: Path, kind: str) -> dict[str, Any]:
@@ -100,6 +120,11 @@ def _default_spec(trace: Trace, overrides: Overrides) -> dict[str, Any]:
         raise BacktestError("without --spec, --per-replica and --lead-time are required")
     lead = overrides.lead_time
     peak = math.ceil(float(trace.values.max()) / overrides.per_replica)
+    if MAX_REPLICAS_FACTOR * peak > INT32_MAX:
+        raise BacktestError(
+            f"--per-replica {overrides.per_replica:g} makes the trace's peak need {peak} replicas; "
+            "give the capacity of one replica in the trace's units"
+        )
     return {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "backtest"},
         # Never queried: the trace stands in for this signal.

@@ -67,13 +67,21 @@ class Trace:
         )
 
 
+MIN_VALID_SHARE = 0.5
+"""A trace with fewer numeric steps than this share is mostly invented by gap filling: refused."""
+
+
 def parse_timestamp(text: str) -> datetime:
-    """Unix seconds, or ISO-8601 with or without an offset (without one means UTC)."""
+    """Unix seconds, or ISO-8601 with or without an offset (without one means UTC); ValueError otherwise."""
     try:
-        return datetime.fromtimestamp(float(text), UTC)
+        seconds = float(text)
     except ValueError:
         moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"{text!r} is not a time between the years 1 and 9999") from None
 
 
 def _value(text: str) -> float:
@@ -97,22 +105,27 @@ def _columns(header: list[str]) -> tuple[int, int]:
 
 def _rows(path: Path) -> tuple[list[datetime], list[float]]:
     with path.open(newline="") as handle:
-        rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
+        rows = [(line, row) for line, row in enumerate(csv.reader(handle), start=1) if any(c.strip() for c in row)]
     if not rows:
         raise BacktestError(f"{path}: no rows")
     try:
-        parse_timestamp(rows[0][0].strip())
+        parse_timestamp(rows[0][1][0].strip())
         time_column, value_column = 0, 1
     except ValueError:
-        time_column, value_column = _columns(rows[0])
+        time_column, value_column = _columns(rows[0][1])
         rows = rows[1:]
     times, values = [], []
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         try:
             times.append(parse_timestamp(row[time_column].strip()))
         except (ValueError, IndexError):
             raise BacktestError(f"{path}:{line}: cannot read a timestamp from {row}") from None
-        values.append(_value(row[value_column].strip()) if value_column < len(row) else math.nan)
+        value = _value(row[value_column].strip()) if value_column < len(row) else math.nan
+        if value < 0:
+            raise BacktestError(
+                f"{path}:{line}: demand {value:g} is negative; a trace holds demand, which is never below 0"
+            )
+        values.append(value)
     return times, values
 
 
@@ -140,8 +153,14 @@ def on_grid(times: list[datetime], values: list[float], source: str) -> Trace:
     grid = np.full(int(index[-1]) + 1, np.nan)
     grid[index] = np.array(values)[order]
     gaps = ~np.isfinite(grid)
-    if gaps.all():
-        raise BacktestError(f"{source}: no numeric values")
+    valid = len(grid) - int(gaps.sum())
+    if valid == 0:
+        raise BacktestError(f"{source}: no numeric values in the 'value' column")
+    if valid < MIN_VALID_SHARE * len(grid):
+        raise BacktestError(
+            f"{source}: only {valid} of {len(grid)} steps hold a numeric value; a trace needs at least "
+            f"{MIN_VALID_SHARE:.0%} (are the values in the 'value' column, and numbers?)"
+        )
     filled, _ = fill_gaps(grid)
     first = times[order[0]]
     return Trace(values=filled, step=timedelta(seconds=step), start=first, gaps=gaps, source=source)
@@ -160,6 +179,13 @@ async def load_prometheus(address: str, query: str, start: datetime, end: dateti
     fills gaps without saying which steps they were, so ``gaps`` is all False here."""
     async with PrometheusClient(address) as client:
         series = await client.query_range(query, start, end, step)
+    negative = np.flatnonzero(series.values < 0)
+    if negative.size:
+        at = series.start + series.step * int(negative[0])
+        raise BacktestError(
+            f"{address} {query}: demand {series.values[negative[0]]:g} at {at.isoformat()} is negative; "
+            "a trace holds demand, which is never below 0"
+        )
     return Trace(
         values=series.values,
         step=series.step,

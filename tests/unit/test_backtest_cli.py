@@ -139,6 +139,58 @@ def test_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("per_replica", "message"),
+    [
+        ("0", "'0' is not a positive number"),
+        ("-5", "'-5' is not a positive number"),
+        ("nan", "'nan' is not a positive number"),
+        ("inf", "'inf' is not a positive number"),
+        ("abc", "'abc' is not a positive number"),
+        ("1e-300", "more digits than spec.capacity.perReplica holds"),
+        ("1e-9", "replicas; give the capacity of one replica"),
+    ],
+)
+def test_a_bad_per_replica_is_one_line_and_exit_2(tmp_path, capsys, per_replica, message):
+    argv = [str(EXAMPLE), "--per-replica", per_replica, "--lead-time", "5m", "--no-progress", "--out", str(tmp_path)]
+    try:
+        code = main(["backtest", *argv])
+    except SystemExit as exit_:  # argparse refuses a flag's value by exiting
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def _csv(tmp_path, values: list[str]) -> str:
+    path = tmp_path / "trace.csv"
+    path.write_text("timestamp,value\n" + "".join(f"{1700000000 + 300 * i},{v}\n" for i, v in enumerate(values)))
+    return str(path)
+
+
+def test_a_trace_of_mostly_non_numbers_is_refused(tmp_path, capsys):
+    trace = _csv(tmp_path, ["n/a"] * 862 + ["5", "6"])
+    code = main(["backtest", trace, "--per-replica", "1", "--lead-time", "5m", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "only 2 of 864 steps hold a numeric value" in err, err
+
+
+def test_negative_demand_is_refused_naming_the_row(tmp_path, capsys):
+    trace = _csv(tmp_path, ["5", "6", "-2", "7"])
+    code = main(["backtest", trace, "--per-replica", "1", "--lead-time", "5m", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "trace.csv:4: demand -2 is negative" in err, err
+
+
+def test_gaps_are_reported_on_the_terminal(tmp_path, capsys):
+    values = [str(10 + (i % 12)) for i in range(600)]
+    values[100:130] = ["n/a"] * 30
+    trace = _csv(tmp_path, values)
+    argv = ["--per-replica", "2", "--lead-time", "5m", "--warmup", "1d", "--no-progress", "--out", str(tmp_path / "o")]
+    assert main(["backtest", trace, *argv]) == 0
+    assert "note: 30 of 600 steps (5.0%) of the trace had no numeric value" in capsys.readouterr().out
+
+
 def test_progress_bar_draws_after_its_delay(monkeypatch):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
     stream = io.StringIO()
