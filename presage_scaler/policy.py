@@ -3,8 +3,9 @@
 Order of application (each step sees the previous step's number; the last step that changed the
 number is reported as ``breakdown.constraint``, ``""`` when the forecast alone decided):
 
-1. **Forecast → replicas, per signal.** demand = the target-quantile forecast at the lead-time step
-   plus headroom (absolute signal units, or a percentage of that forecast); replicas =
+1. **Forecast → replicas, per signal.** demand = the target-quantile forecast of the signal's highest
+   demand over its sizing window (calibrated; see :mod:`presage_scaler.calibration`) plus headroom
+   (absolute signal units, or a percentage of that forecast); replicas =
    ⌈demand / per-replica capacity⌉. The largest requirement binds (``bindingSignal``; the first
    signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both
    directions: a lower forecast lowers the number exactly as a higher one raises it.
@@ -59,9 +60,9 @@ class SignalInput:
 
     name: str
     upper: float
-    """Forecast at the lead-time step at targetQuantile: what capacity is sized to."""
+    """The sizing window's highest demand forecast at targetQuantile: what capacity is sized to."""
     lower: float
-    """Forecast at the lead-time step at scaleDownQuantile: only feeds the uncertainty guard."""
+    """The same at scaleDownQuantile: only feeds the uncertainty guard."""
     point: float
     observed: float
     """Latest observed demand: what the reactive floor sizes to."""
