@@ -183,8 +183,34 @@ def history_window(
 # --- client --------------------------------------------------------------------------------
 
 
+class _Endpoint:
+    """One pooled ``aiohttp.ClientSession`` to one endpoint with one TLS setting, shared by every
+    client of that endpoint whatever its credentials (they travel per request)."""
+
+    def __init__(self, *, insecure_skip_verify: bool, timeout: float) -> None:
+        self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the running loop, as aiohttp requires.
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=MAX_CONNECTIONS),
+                headers={"Accept": "application/json"},
+                timeout=self._timeout,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
 class PrometheusClient:
-    """A client for one Prometheus-compatible endpoint; holds one pooled ``aiohttp.ClientSession``.
+    """A client for one Prometheus-compatible endpoint, over its own pooled session or one a
+    :class:`PrometheusClientPool` shares.
 
     ``address`` is the API base URL and may carry a path prefix (for example
     ``http://vmselect:8481/select/0/prometheus``); ``/api/v1/...`` is appended to it.
@@ -201,14 +227,12 @@ class PrometheusClient:
         bearer_token: str | None = None,
         insecure_skip_verify: bool = False,
         timeout: float = 10.0,
+        endpoint: _Endpoint | None = None,
     ) -> None:
         self.address = address.rstrip("/")
-        self._headers = {"Accept": "application/json"}
-        if bearer_token:
-            self._headers["Authorization"] = f"Bearer {bearer_token}"
-        self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._auth = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
+        self._owns_endpoint = endpoint is None
+        self._endpoint = endpoint or _Endpoint(insecure_skip_verify=insecure_skip_verify, timeout=timeout)
 
     @classmethod
     def from_query(
@@ -226,20 +250,10 @@ class PrometheusClient:
             timeout=timeout,
         )
 
-    def _http(self) -> aiohttp.ClientSession:
-        # Created on first use, inside the running loop, as aiohttp requires.
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=MAX_CONNECTIONS),
-                headers=self._headers,
-                timeout=self._timeout,
-            )
-        return self._session
-
     async def aclose(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
+        """Close the session, unless it is a pool's (the pool closes it)."""
+        if self._owns_endpoint:
+            await self._endpoint.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -349,7 +363,7 @@ class PrometheusClient:
         # The full URL rather than aiohttp's base_url, so an address's path prefix always stays.
         url = self.address + path
         try:
-            async with self._http().post(url, data=params) as response:
+            async with self._endpoint.session().post(url, data=params, headers=self._auth) as response:
                 status = response.status
                 payload = await response.read()
         except TimeoutError as exc:  # aiohttp's own timeout errors subclass it too
@@ -388,29 +402,34 @@ class PrometheusClient:
 
 
 class PrometheusClientPool:
-    """One :class:`PrometheusClient` (so one connection pool) per endpoint and credentials.
+    """One connection pool per endpoint, shared by every scaler that queries it.
 
-    The controller evaluates many scalers against few Prometheus servers; sharing clients keeps
-    connections alive between evaluations. Clients are keyed by ``(address, token, verify)``;
-    a rotated token gets a new client and the old one stays open until :meth:`aclose`.
+    The controller evaluates many scalers against few Prometheus servers; sharing sessions keeps
+    connections alive between evaluations. Sessions are keyed by ``(address, verify)`` only: a bearer
+    token travels with each request, so rotating a token (or many tenants' tokens) opens nothing new.
     """
 
     def __init__(self, *, timeout: float = 10.0) -> None:
         self._timeout = timeout
-        self._clients: dict[tuple[str, str | None, bool], PrometheusClient] = {}
+        self._endpoints: dict[tuple[str, bool], _Endpoint] = {}
 
     def get(self, query: PrometheusQuery, bearer_token: str | None = None) -> PrometheusClient:
-        key = (query.address.rstrip("/"), bearer_token, bool(query.insecure_skip_verify))
-        client = self._clients.get(key)
-        if client is None:
-            client = PrometheusClient.from_query(query, bearer_token, timeout=self._timeout)
-            self._clients[key] = client
-        return client
+        verify_off = bool(query.insecure_skip_verify)
+        key = (query.address.rstrip("/"), verify_off)
+        endpoint = self._endpoints.get(key)
+        if endpoint is None:
+            endpoint = self._endpoints[key] = _Endpoint(insecure_skip_verify=verify_off, timeout=self._timeout)
+        return PrometheusClient(query.address, bearer_token=bearer_token, endpoint=endpoint)
+
+    @property
+    def sessions(self) -> int:
+        """How many endpoints hold a pool (for tests: token rotation must not add one)."""
+        return len(self._endpoints)
 
     async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.aclose()
+        endpoints, self._endpoints = list(self._endpoints.values()), {}
+        for endpoint in endpoints:
+            await endpoint.aclose()
 
 
 # --- helpers -------------------------------------------------------------------------------

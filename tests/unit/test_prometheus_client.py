@@ -452,14 +452,26 @@ async def test_bearer_token_header_and_path_prefix(server):
     assert seen[1].path == "/api/v1/query"
 
 
-async def test_pool_reuses_one_client_per_address_and_credentials():
+async def test_pool_shares_one_session_per_address_and_sends_each_token(server):
+    """A rotated (or another tenant's) token opens no new pool: it travels with the request."""
+    seen: list[Recorded] = []
+
+    def handler(request: Recorded) -> web.Response:
+        seen.append(request)
+        return ok({"resultType": "scalar", "result": [0, "1"]})
+
+    server.handler = handler
     pool = PrometheusClientPool(timeout=5.0)
-    a = PrometheusQuery(address="http://prom:9090", query="x")
-    b = PrometheusQuery(address="http://prom:9090/", query="y")
+    a = PrometheusQuery(address=server.url, query="x")
+    b = PrometheusQuery(address=f"{server.url}/", query="y")
     other = PrometheusQuery(address="http://thanos:9090", query="x")
-    assert pool.get(a) is pool.get(b)
-    assert pool.get(a) is not pool.get(other)
-    assert pool.get(a, "token") is not pool.get(a)
+    for token in ("t1", "t2", None, "t3"):
+        await pool.get(a, token).query_instant("x")
+    await pool.get(b).query_instant("y")
+    assert pool.sessions == 1
+    pool.get(other)
+    assert pool.sessions == 2
+    assert [r.headers.get("Authorization") for r in seen] == ["Bearer t1", "Bearer t2", None, "Bearer t3", None]
     await pool.aclose()
 
 
