@@ -19,6 +19,8 @@ from presage_scaler.kube.config import KubeConfig
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+LIST_PAGE_SIZE = 500
+"""Objects per page of a list: what kubectl and client-go's informers ask for."""
 
 
 class ApiError(Exception):
@@ -138,9 +140,9 @@ class KubeClient:
         return self.config.server + path
 
     def _auth(self) -> dict[str, str]:
-        """Re-read per request, so a rotated service-account token is picked up."""
-        token = self.config.bearer_token()
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        """Per request, so a rotated service-account token or an expired exec token is renewed."""
+        authorization = self.config.authorization()
+        return {"Authorization": authorization} if authorization else {}
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -170,7 +172,12 @@ class KubeClient:
             data = json.dumps(body).encode()
         try:
             async with self._http().request(
-                method, self._url(path), params=params, data=data, headers=headers
+                method,
+                self._url(path),
+                params=params,
+                data=data,
+                headers=headers,
+                server_hostname=self.config.tls_server_name,
             ) as response:
                 payload = await response.read()
                 status = response.status
@@ -184,10 +191,24 @@ class KubeClient:
         return await self.request("GET", resource.path(namespace, name, subresource))
 
     async def list(
-        self, resource: Resource, namespace: str | None = None, *, params: Mapping[str, str] | None = None
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> JSON:
-        """A full list (the API server pages only when asked to; presage's object counts are small)."""
-        return await self.request("GET", resource.path(namespace), params=params)
+        """Every object, fetched ``page_size`` at a time (``limit``/``continue``), so no single
+        response holds 10,000 scalers; returned as one list whose ``metadata.resourceVersion`` is
+        the snapshot all pages were served from."""
+        query = {**(params or {}), "limit": str(page_size)}
+        listing = await self.request("GET", resource.path(namespace), params=query)
+        items = list(listing.get("items") or [])
+        while token := (listing.get("metadata") or {}).get("continue"):
+            listing = await self.request("GET", resource.path(namespace), params={**query, "continue": token})
+            items.extend(listing.get("items") or [])
+        listing["items"] = items
+        return listing
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)

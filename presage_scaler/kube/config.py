@@ -1,23 +1,27 @@
-"""Where the API server is and how to authenticate: in-cluster service account, or a kubeconfig.
+"""Where the API server is and how to authenticate, as the ``kubernetes`` package's loaders read it.
 
-The in-cluster token is a projected, rotating token, so it is re-read from disk on every request
-(the kubelet refreshes the file well before expiry); a kubeconfig token or client certificate is
-static.
+The loaders understand every kubeconfig a cluster vendor hands out: exec credential plugins (EKS,
+GKE, AKS), auth providers, inline ``*-data``, ``KUBECONFIG`` lists merged in order, and the
+in-cluster service account. They also own expiry: their refresh hook re-runs an exec plugin whose
+token has expired and re-reads the rotating service-account token, and :meth:`KubeConfig.authorization`
+calls it before every request. Only the credentials come from there; requests stay on presage's
+aiohttp client (:mod:`presage_scaler.kube.client`), a seventh of the CPU per request of the
+package's own client (docs/controller.md). Inline certificates are written to temp files by the
+package, which removes them when the process exits.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import ssl
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from kubernetes.client import Configuration
+from kubernetes.config import ConfigException, list_kube_config_contexts, load_incluster_config, load_kube_config
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class KubeConfigError(Exception):
@@ -26,21 +30,29 @@ class KubeConfigError(Exception):
 
 @dataclass(frozen=True)
 class KubeConfig:
-    """API server address plus credentials: a bearer token (literal or file) or a client certificate."""
+    """API server address, TLS settings and a source of credentials."""
 
     server: str
     ca_file: Path | None = None
-    token: str | None = None
-    token_file: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
     insecure_skip_verify: bool = False
+    tls_server_name: str | None = None
     namespace: str = "default"
+    loaded: Configuration | None = field(default=None, repr=False, compare=False)
+    """The loader's configuration, whose refresh hook renews expiring credentials."""
 
-    def bearer_token(self) -> str | None:
-        if self.token_file is not None:
-            return self.token_file.read_text().strip()
-        return self.token
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header's value, renewed first when the credential has expired."""
+        if self.loaded is None:
+            return None
+        if self.loaded.refresh_api_key_hook is not None:
+            self.loaded.refresh_api_key_hook(self.loaded)
+        value = self.loaded.api_key.get("BearerToken") or self.loaded.api_key.get("authorization")
+        if not value:
+            return None
+        scheme, _, token = value.partition(" ")
+        return f"Bearer {token}" if scheme.lower() == "bearer" else value
 
     def ssl_context(self) -> ssl.SSLContext:
         if self.insecure_skip_verify:
@@ -54,76 +66,46 @@ class KubeConfig:
         return context
 
 
-def in_cluster(directory: Path = SERVICE_ACCOUNT_DIR) -> KubeConfig:
-    """The pod's own service account, as every in-cluster client finds it."""
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
-    if not host or not port or not (directory / "token").exists():
-        raise KubeConfigError(
-            "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset or no service account token "
-            f"in {directory}); pass --kubeconfig"
-        )
-    namespace_file = directory / "namespace"
+def _path(value: object) -> Path | None:
+    return Path(value) if isinstance(value, str) and value else None
+
+
+def _from_loaded(loaded: Configuration, namespace: str) -> KubeConfig:
     return KubeConfig(
-        server=f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}",
-        ca_file=directory / "ca.crt",
-        token_file=directory / "token",
-        namespace=namespace_file.read_text().strip() if namespace_file.exists() else "default",
+        server=str(loaded.host).rstrip("/"),
+        ca_file=_path(loaded.ssl_ca_cert),
+        client_cert=_path(loaded.cert_file),
+        client_key=_path(loaded.key_file),
+        insecure_skip_verify=not loaded.verify_ssl,
+        tls_server_name=getattr(loaded, "tls_server_name", None) or None,
+        namespace=namespace,
+        loaded=loaded,
     )
 
 
-def _materialise(data: str, suffix: str) -> Path:
-    """Write inline ``*-data`` (base64 PEM) to a private temp file; ssl wants paths."""
-    handle = tempfile.NamedTemporaryFile(prefix="presage-kube-", suffix=suffix, delete=False)  # noqa: SIM115
-    with handle:
-        handle.write(base64.b64decode(data))
-    os.chmod(handle.name, 0o600)
-    return Path(handle.name)
-
-
-def _path_or_data(section: dict[str, object], key: str, base: Path, suffix: str) -> Path | None:
-    if isinstance(section.get(f"{key}-data"), str):
-        return _materialise(str(section[f"{key}-data"]), suffix)
-    value = section.get(key)
-    if isinstance(value, str):
-        path = Path(value)
-        return path if path.is_absolute() else base / path
-    return None
-
-
-def _named(items: object, name: str, what: str, path: Path) -> dict[str, object]:
-    for item in items if isinstance(items, list) else ():
-        if isinstance(item, dict) and item.get("name") == name:
-            body = item.get(what)
-            return body if isinstance(body, dict) else {}
-    raise KubeConfigError(f"{path}: no {what} named {name!r}")
-
-
-def from_kubeconfig(path: Path, context: str | None = None) -> KubeConfig:
-    """Read one context of a kubeconfig file (the current one unless named)."""
+def from_kubeconfig(files: str | Path, context: str | None = None) -> KubeConfig:
+    """One context (the current one unless named) of a kubeconfig, or of a ``KUBECONFIG``-style list
+    of files (``a:b``) merged as kubectl merges them."""
+    loaded = Configuration()
     try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise KubeConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
-    context_name = context or document.get("current-context")
-    if not context_name:
-        raise KubeConfigError(f"{path}: no current-context and no --context given")
-    ctx = _named(document.get("contexts"), context_name, "context", path)
-    cluster = _named(document.get("clusters"), str(ctx.get("cluster")), "cluster", path)
-    user = _named(document.get("users"), str(ctx.get("user")), "user", path)
-    if not isinstance(cluster.get("server"), str):
-        raise KubeConfigError(f"{path}: cluster {ctx.get('cluster')!r} has no server")
-    base = path.parent
-    token_file = user.get("tokenFile")
-    return KubeConfig(
-        server=str(cluster["server"]).rstrip("/"),
-        ca_file=_path_or_data(cluster, "certificate-authority", base, ".crt"),
-        token=str(user["token"]) if isinstance(user.get("token"), str) else None,
-        token_file=Path(token_file) if isinstance(token_file, str) else None,
-        client_cert=_path_or_data(user, "client-certificate", base, ".crt"),
-        client_key=_path_or_data(user, "client-key", base, ".key"),
-        insecure_skip_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
-        namespace=str(ctx.get("namespace") or "default"),
-    )
+        load_kube_config(config_file=str(files), context=context, client_configuration=loaded, persist_config=False)
+        contexts, current = list_kube_config_contexts(config_file=str(files))
+    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+        raise KubeConfigError(f"cannot use kubeconfig {files}: {exc}") from exc
+    chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    return _from_loaded(loaded, str(namespace))
+
+
+def in_cluster() -> KubeConfig:
+    """The pod's own service account, its token re-read as the kubelet rotates it."""
+    loaded = Configuration()
+    try:
+        load_incluster_config(client_configuration=loaded)
+    except ConfigException as exc:
+        raise KubeConfigError(f"not running in a cluster ({exc}); pass --kubeconfig") from exc
+    namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.exists() else "default"
+    return _from_loaded(loaded, namespace or "default")
 
 
 def add_kubeconfig_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,11 +117,11 @@ def add_kubeconfig_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load(kubeconfig: Path | None = None, context: str | None = None) -> KubeConfig:
-    """``kubeconfig`` if given, else $KUBECONFIG, else in-cluster, else ~/.kube/config."""
+    """``kubeconfig`` if given, else $KUBECONFIG (a list is merged), else in-cluster, else ~/.kube/config."""
     if kubeconfig is not None:
         return from_kubeconfig(kubeconfig, context)
     if os.environ.get("KUBECONFIG"):
-        return from_kubeconfig(Path(os.environ["KUBECONFIG"].split(os.pathsep)[0]), context)
+        return from_kubeconfig(os.environ["KUBECONFIG"], context)
     try:
         return in_cluster()
     except KubeConfigError:
