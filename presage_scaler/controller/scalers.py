@@ -447,12 +447,15 @@ class ScalerController:
     ) -> None:
         """Patch status to ``status_patch`` of the status read (``previous``, parsed from ``entry.obj``),
         conditionally on its resourceVersion; on conflict re-read and retry on the fresh object."""
-        if not self._leading():
-            return  # lost the lease mid-evaluation: the new leader owns status now
         obj = entry.obj
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         status = previous
         for attempt in range(STATUS_WRITE_ATTEMPTS):
+            if not self._leading():
+                # Lost the Lease mid-evaluation or mid-retry: the new leader owns status now, and a
+                # write from here could overwrite what it has written.
+                log.info("status not written scaler=%s/%s: no longer the leader", namespace, name)
+                return
             patch = {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "status": status_patch(status),

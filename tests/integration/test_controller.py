@@ -11,7 +11,11 @@ import httpx
 import pytest
 
 from presage_scaler.controller.app import running
-from presage_scaler.controller.scalers import _Entry
+from presage_scaler.controller.scalers import ScalerController, _Entry
+from presage_scaler.kube.events import EventRecorder
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.prometheus import PrometheusClientPool
+from presage_scaler.store import RecommendationStore
 from tests.harness.presage_cluster import (
     apply,
     condition,
@@ -129,3 +133,40 @@ async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend
     assert "status conflict scaler=" in caplog.text
     assert fresh["metadata"]["labels"]["touched"] == "yes"
     assert fresh["status"]["lastForecast"]["generatedAt"] > stale["status"]["lastForecast"]["generatedAt"]
+
+
+async def test_a_leader_deposed_mid_retry_writes_nothing(cluster, kube_namespace, backend_name, prometheus_factory):
+    """Leadership is checked before every write, retries included: a replica that lost its Lease
+    between a conflict and its retry must not overwrite the new leader's status."""
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(
+        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
+    )
+    async with running(options(cluster, kube_namespace)) as app:
+        stale = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("lastForecast") is not None,
+            what="a first recommendation",
+        )
+        cluster.kubectl("label", "predictivescaler", "web", "-n", kube_namespace, "touched=yes")
+        await asyncio.sleep(1.1)  # status timestamps have one-second resolution
+        checks: list[bool] = []
+
+        def leading_until_the_first_conflict() -> bool:
+            checks.append(not checks)  # the first check (before the first patch) says yes, then no
+            return checks[-1]
+
+        deposed = ScalerController(
+            app.client,
+            RecommendationStore(),
+            app.backends,
+            PrometheusClientPool(),
+            EventRecorder(app.client, host="deposed"),
+            ScalerMetrics(),
+            leading=leading_until_the_first_conflict,
+        )
+        await deposed.reconcile(_Entry(obj=stale, generation=stale["metadata"]["generation"]))
+    fresh = get(cluster, "predictivescaler", "web", kube_namespace)
+    assert checks == [True, False]  # a conflict happened, and the retry asked again
+    assert fresh["status"]["lastForecast"] == stale["status"]["lastForecast"]
