@@ -186,19 +186,21 @@ def test_bad_settings_exit_with_usage(argv, message, capsys):
 
 async def test_batcher_refuses_beyond_the_queue_bound_and_recovers():
     """Series waiting for the forward pass are bounded: beyond it a request is refused at once."""
-    release = threading.Event()
+    release, running = threading.Event(), threading.Event()
 
     def run(series, horizon):
+        running.set()
         release.wait(10)  # hold the forward pass so the queue fills behind it
         return np.zeros((len(series), horizon, 10))
 
     batcher = MicroBatcher(run, window=0.0, max_batch=1, max_queued=3, metrics=Metrics())
     batcher.start()
     try:
-        first = asyncio.create_task(batcher.forecast([np.ones(8)], 4))  # taken into the held pass
-        await asyncio.sleep(0.05)
-        waiting = asyncio.create_task(batcher.forecast([np.ones(8)] * 3, 4))  # fills the queue to 3
-        await asyncio.sleep(0.05)
+        first = asyncio.create_task(batcher.forecast([np.ones(8)], 4))
+        assert await asyncio.to_thread(running.wait, 10)  # the first series is in the held pass
+        waiting = asyncio.create_task(batcher.forecast([np.ones(8)] * 3, 4))
+        await asyncio.sleep(0)  # one turn of the loop: the task queues its three series, no await between
+        assert not waiting.done()
         with pytest.raises(Overloaded, match=r"3 series are already waiting .* the limit is 3"):
             await batcher.forecast([np.ones(8)], 4)
         release.set()
