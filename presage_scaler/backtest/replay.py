@@ -12,9 +12,10 @@ each decision's newest history point is at the time production's range query wou
 calibration records forecasts by that time); it differs from the trace's own times by less than
 one resolution step, which only shifts ``generatedAt``.
 
-Forecasts depend only on history, never on the policy's state, so they are made ahead in chunks of
-upcoming decisions: one backend call per chunk (a model server sees batches, not single requests),
-and each window in a chunk still ends at its own decision. When the backend answered the hindcasts
+Forecasts depend only on history, never on the policy's state, so :class:`DecisionFeed` makes them
+ahead in chunks of upcoming decisions, apart from the decisions themselves: one backend call per
+chunk (a model server sees batches, not single requests), and each window in a chunk still ends at
+its own decision. When the backend answered the hindcasts
 (SeasonalNaive), calibration needs no state either, and the chunk's sizing windows are calibrated in
 one vectorised pass (:func:`presage_scaler.calibration.window_forecasts`, which production calls with
 a chunk of one); otherwise each decision calibrates from the state the previous one left.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -116,10 +117,16 @@ class PresageRecord:
 
 
 @dataclass
-class PresagePolicy:
-    """presage's decisions for one trace. ``signal`` is the trace at the signal's resolution,
-    ``ratio`` trace steps per signal point; decisions must be asked for in ``decisions`` order, and
-    the decision at trace step ``k`` happens at ``start + k·step``."""
+class DecisionFeed:
+    """What each decision of a trace is made from, in ``decisions`` order: its step, the signal data it
+    sees, the backend's forecast and, when every forecast of its chunk came with its hindcasts, the
+    calibrated sizing (None otherwise: the decision calibrates from the state the previous one left).
+
+    ``signal`` is the trace at the signal's resolution, ``ratio`` trace steps per signal point.
+    ``levels`` are quantile levels to forecast and calibrate besides the spec's targetQuantile and
+    scaleDownQuantile: a level's numbers do not depend on which others are asked for, so one feed can
+    size policies with different targetQuantiles (``presage tune``).
+    """
 
     spec: PredictiveScalerSpec
     signal_spec: SignalSpec
@@ -129,24 +136,16 @@ class PresagePolicy:
     forecaster: Forecaster
     lead: LeadTime
     decisions: range
-    start: datetime
-    step: timedelta
+    levels: tuple[float, ...] = ()
+    window: int = field(init=False)
+    """Signal points in the sizing window."""
     _pending: deque[tuple[int, SignalData, Forecast, Sizing | None]] = field(
         default_factory=deque, init=False, repr=False
     )
     _upcoming: Iterator[int] = field(init=False, repr=False)
-    _state: PolicyState = field(default_factory=PolicyState, init=False, repr=False)
-    _calibration: CalibrationState = field(default_factory=CalibrationState, init=False, repr=False)
-    _clock: datetime = field(init=False, repr=False)
-    _window: int = field(init=False, repr=False)
     _gaps: np.ndarray = field(init=False, repr=False)
     _points: int = field(init=False, repr=False)
-    _lead_index: int = field(init=False, repr=False)
-    _replicas: list[int] = field(default_factory=list, init=False, repr=False)
-    _upper: list[float] = field(default_factory=list, init=False, repr=False)
-    _lower: list[float] = field(default_factory=list, init=False, repr=False)
-    _calibrated: list[bool] = field(default_factory=list, init=False, repr=False)
-    _constraints: list[str] = field(default_factory=list, init=False, repr=False)
+    _levels: tuple[float, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._upcoming = iter(self.decisions)
@@ -154,9 +153,9 @@ class PresagePolicy:
         # The same window as production's range query (prometheus.history_window).
         points = max(1, self.signal_spec.history // self.signal_spec.resolution)
         self._points = min(points, self.backend.max_context or points)
-        self._lead_index = steps_for(self.lead.value, self.signal_spec.resolution) - 1
-        self._window = sizing_window(self.spec, self.lead.value, self.signal_spec)
-        self._clock = align_down(self.start, self.signal_spec.resolution)
+        self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
+        policy = self.spec.policy
+        self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *self.levels}))
 
     def _span(self, step: int) -> tuple[int, int]:
         """The signal points a decision at trace step ``step`` sees: ``[begin, end)``."""
@@ -180,6 +179,8 @@ class PresagePolicy:
             for d in data
             for request in forecast_requests(self.spec, [d], self.lead.value, self.backend.max_horizon)
         ]
+        if self.levels:
+            requests = [replace(request, quantiles=self._levels) for request in requests]
         spans = [self._span(step) for step in steps]
         forecasts = self.forecaster(self.signal.values, spans, requests)
         self._pending.extend(zip(steps, data, forecasts, self._sizings(spans, forecasts), strict=True))
@@ -188,22 +189,71 @@ class PresagePolicy:
         """The chunk's sizing, calibrated at once when every forecast came with its hindcasts."""
         if any(f.hindcast is None for f in forecasts):
             return [None] * len(forecasts)
-        policy = self.spec.policy
         windows = window_forecasts(
             self.signal.values,
             self.signal.step,
             spans,
             forecasts,
-            self._window,
-            (policy.target_quantile, policy.scale_down_quantile),
-            [answered(f, self._window) for f in forecasts],
+            self.window,
+            self._levels,
+            [answered(f, self.window) for f in forecasts],
         )
         return [Sizing(windows=(w,), calibration=CalibrationState()) for w in windows]
 
-    def decide(self, step: int, current: int) -> int:
+    def __iter__(self) -> Iterator[tuple[int, SignalData, Forecast, Sizing | None]]:
+        return self
+
+    def __next__(self) -> tuple[int, SignalData, Forecast, Sizing | None]:
         if not self._pending:
             self._fill()
-        planned, data, forecast, sizing = self._pending.popleft()
+        if not self._pending:
+            raise StopIteration
+        return self._pending.popleft()
+
+
+@dataclass
+class PresagePolicy:
+    """presage's decisions for one trace. ``signal`` is the trace at the signal's resolution,
+    ``ratio`` trace steps per signal point; decisions must be asked for in ``decisions`` order, and
+    the decision at trace step ``k`` happens at ``start + k·step``."""
+
+    spec: PredictiveScalerSpec
+    signal_spec: SignalSpec
+    signal: Trace
+    ratio: int
+    backend: Backend
+    forecaster: Forecaster
+    lead: LeadTime
+    decisions: range
+    start: datetime
+    step: timedelta
+    _feed: DecisionFeed = field(init=False, repr=False)
+    _state: PolicyState = field(default_factory=PolicyState, init=False, repr=False)
+    _calibration: CalibrationState = field(default_factory=CalibrationState, init=False, repr=False)
+    _clock: datetime = field(init=False, repr=False)
+    _lead_index: int = field(init=False, repr=False)
+    _replicas: list[int] = field(default_factory=list, init=False, repr=False)
+    _upper: list[float] = field(default_factory=list, init=False, repr=False)
+    _lower: list[float] = field(default_factory=list, init=False, repr=False)
+    _calibrated: list[bool] = field(default_factory=list, init=False, repr=False)
+    _constraints: list[str] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._feed = DecisionFeed(
+            self.spec,
+            self.signal_spec,
+            self.signal,
+            self.ratio,
+            self.backend,
+            self.forecaster,
+            self.lead,
+            self.decisions,
+        )
+        self._lead_index = steps_for(self.lead.value, self.signal_spec.resolution) - 1
+        self._clock = align_down(self.start, self.signal_spec.resolution)
+
+    def decide(self, step: int, current: int) -> int:
+        planned, data, forecast, sizing = next(self._feed)
         if planned != step:
             raise ValueError(f"decisions must follow the schedule: expected step {planned}, got {step}")
         now = self._clock + step * self.step
@@ -232,7 +282,7 @@ class PresagePolicy:
             lower=np.array(self._lower, dtype=np.float64),
             forecast_steps=(steps // self.ratio + self._lead_index) * self.ratio,
             window_starts=steps // self.ratio,
-            window=self._window,
+            window=self._feed.window,
             calibrated=np.array(self._calibrated, dtype=bool),
             constraints=tuple(self._constraints),
         )
