@@ -8,6 +8,7 @@ is satisfied but installs only the package itself.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness.forecaster import ForecasterUnavailable, forecaster_env
-from tests.harness.image_install import dockerfile_copies, imported_from, install_image
+from tests.harness.forecaster import ForecasterUnavailable
+from tests.harness.image_install import image_runtime, imported_from, install_image
 from tests.harness.process import ServerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,14 +31,21 @@ def installed(forecaster_python, tmp_path_factory) -> Path:
     return install_image(DOCKERFILE, tmp_path_factory.mktemp("forecaster-image"), dependencies_of=forecaster_python)
 
 
-def test_copies_name_real_paths():
-    assert dockerfile_copies(DOCKERFILE) == [
-        (["forecaster/pyproject.toml", "forecaster/README.md"], "./"),
-        (["forecaster/presage_forecaster"], "./presage_forecaster"),
-    ]
-    text = DOCKERFILE.read_text()
-    assert "USER 65532:65532" in text and "HF_HUB_OFFLINE=1" in text
-    assert 'ENTRYPOINT ["presage-forecaster"]' in text
+def test_the_image_never_reaches_for_the_hub(installed, tmp_path):
+    """The image's ENV (HF_HUB_OFFLINE=1) makes an uncached hub id fail at once, saying so."""
+    runtime = image_runtime(DOCKERFILE)
+    env = {**runtime.environment(installed), "HF_HOME": str(tmp_path / "empty-hub")}
+    result = subprocess.run(
+        runtime.command(installed, "--model", "google/timesfm-2.5-200m-pytorch", "--port", str(free_port())),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd="/",
+    )
+    assert result.returncode != 0
+    assert "offline" in (result.stderr + result.stdout).lower(), result.stderr[-2000:]
 
 
 def test_installed_package_does_not_import_from_the_checkout(installed):
@@ -47,11 +55,12 @@ def test_installed_package_does_not_import_from_the_checkout(installed):
 
 
 def test_installed_command_serves_a_checkpoint(installed, tiny_checkpoint, tmp_path):
-    env = {k: v for k, v in forecaster_env().items() if k != "PYTHONPATH"}
+    runtime = image_runtime(DOCKERFILE)
+    env = {**runtime.environment(installed), "HF_HOME": str(tmp_path / "hub")}
     port = free_port()
     server = ServerProcess(
         "presage-forecaster",
-        [installed / "presage-forecaster", "--model", str(tiny_checkpoint), "--host", "127.0.0.1", "--port", str(port)],
+        runtime.command(installed, "--model", str(tiny_checkpoint), "--host", "127.0.0.1", "--port", str(port)),
         tmp_path / "server.log",
         error=ForecasterUnavailable,
         env=env,

@@ -7,9 +7,13 @@ the Dockerfile forgets to copy is missing from the install too.
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import shutil
 import subprocess
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -72,3 +76,37 @@ def imported_from(bin_dir: Path, module: str) -> str:
         cwd="/",
     )
     return result.stdout
+
+
+@dataclass(frozen=True)
+class ImageRuntime:
+    """What the final stage runs: its ENTRYPOINT and ENV (``PATH`` aside: the venv stands in for it)."""
+
+    entrypoint: list[str]
+    env: dict[str, str]
+
+    def command(self, bin_dir: Path, *args: str) -> list[str]:
+        """The entrypoint as the image runs it, resolved in the mirrored venv."""
+        return [str(bin_dir / self.entrypoint[0]), *self.entrypoint[1:], *args]
+
+    def environment(self, bin_dir: Path) -> dict[str, str]:
+        """The image's ENV over a bare environment, the venv first on PATH."""
+        return {**self.env, "PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "HOME": "/tmp"}
+
+
+def image_runtime(dockerfile: Path) -> ImageRuntime:
+    """The ENTRYPOINT (exec form) and ENV ``k=v`` pairs of the last stage of ``dockerfile``."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    final = text.split("\nFROM ")[-1]
+    entrypoint: list[str] = []
+    env: dict[str, str] = {}
+    for line in final.splitlines():
+        keyword, _, rest = line.strip().partition(" ")
+        if keyword == "ENTRYPOINT":
+            entrypoint = json.loads(rest)
+        elif keyword == "ENV":
+            env.update(pair.split("=", 1) for pair in shlex.split(rest))
+    env.pop("PATH", None)
+    if not entrypoint:
+        raise ValueError(f"{dockerfile}: the final stage has no exec-form ENTRYPOINT")
+    return ImageRuntime(entrypoint, env)
