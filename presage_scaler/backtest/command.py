@@ -1,35 +1,17 @@
-"""``presage backtest``: its flags, and the run from flags to the files in ``--out``."""
+"""``presage backtest``: its flags, and the check for the backtest extra before the run (:mod:`.from_flags`)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from presage_scaler.api.parse import SpecError
 from presage_scaler.api.quantities import parse_amount, parse_duration, parse_quantile
-from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
-from presage_scaler.backends.base import BackendError
-from presage_scaler.backtest.config import (
-    Overrides,
-    backend_spec,
-    load_object,
-    make_backend,
-    parse_per_replica,
-    parse_span,
-    scaler_spec,
-)
+from presage_scaler.backtest import extra
+from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica, parse_span
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.output import table, write_decisions, write_summary
-from presage_scaler.backtest.progress import ProgressBar
-from presage_scaler.backtest.report import write_report
-from presage_scaler.backtest.runner import DEFAULT_WARMUP, Setup, run_backtest
-from presage_scaler.backtest.trace import Trace, load_csv, load_prometheus, parse_timestamp
-from presage_scaler.leadtime import HorizonError
-from presage_scaler.prometheus import PrometheusError
 
 DESCRIPTION = """\
 Replay a demand trace through presage's own evaluator, backend and policy on a simulated clock, and
@@ -92,63 +74,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
     source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")
     source.add_argument("--query", help="PromQL returning exactly one series")
-    source.add_argument("--start", type=_typed(parse_timestamp), help="ISO-8601 or Unix seconds")
-    source.add_argument("--end", type=_typed(parse_timestamp), help="ISO-8601 or Unix seconds")
+    source.add_argument("--start", help="ISO-8601 or Unix seconds")
+    source.add_argument("--end", help="ISO-8601 or Unix seconds")
     source.add_argument("--step", type=_typed(parse_duration), default=timedelta(minutes=1), help="default: 1m")
 
 
-def _trace(args: argparse.Namespace) -> Trace:
-    if args.prometheus is None:
-        if args.trace is None:
-            raise BacktestError("give a TRACE file, or --prometheus with --query, --start and --end")
-        return load_csv(args.trace)
-    if args.trace is not None:
-        raise BacktestError("give either a TRACE file or --prometheus, not both")
-    if args.query is None or args.start is None or args.end is None:
-        raise BacktestError("--prometheus needs --query, --start and --end")
-    return asyncio.run(load_prometheus(args.prometheus, args.query, args.start, args.end, args.step))
-
-
-def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
-    spec_data = load_object(args.spec, PREDICTIVE_SCALER.name) if args.spec else None
-    overrides = Overrides(
-        per_replica=args.per_replica,
-        lead_time=args.lead_time,
-        interval=args.interval,
-        target_quantile=args.target_quantile,
-        headroom=args.headroom,
-        max_replicas=args.max_replicas,
-    )
-    backend_data = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
-    return Setup(
-        spec=scaler_spec(trace, spec_data, overrides),
-        backend=make_backend(backend_spec(backend_data, args.season, args.cycles)),
-        boot_delay=args.lead_time,
-        warmup=args.warmup,
-        reactive_headroom=args.reactive_headroom,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    """Run the backtest the flags describe; 2 with a message on stderr when it cannot run."""
+    """Run the backtest the flags describe; 2 with one line on stderr when it cannot run."""
     try:
-        with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
-            trace = _trace(args)
-            result = run_backtest(trace, _setup(args, trace), progress)
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        write_summary(result, out / "summary.json")
-        write_decisions(result, out / "decisions.csv")
-        write_report(result, out / "report.html")
-    except (BacktestError, SpecError, HorizonError, BackendError, PrometheusError, OSError) as err:
+        extra.require()
+    except BacktestError as err:
         print(f"presage backtest: {err}", file=sys.stderr)
         return 2
-    print(table(result))
-    gaps = int(trace.gaps.sum())
-    if gaps:
-        print(
-            f"\nnote: {gaps} of {len(trace)} steps ({gaps / len(trace):.1%}) of the trace had no numeric value; "
-            "they were filled in (interpolated between values, the last value repeated at the end)"
-        )
-    print(f"\nwrote {out / 'summary.json'}, {out / 'decisions.csv'} and {out / 'report.html'}")
-    return 0
+    # Imported only now: it reads traces with pandas and draws with plotly, from the backtest extra.
+    from presage_scaler.backtest.from_flags import run_from_flags
+
+    return run_from_flags(args)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -28,7 +28,9 @@ from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.trace import Trace
+
+if TYPE_CHECKING:  # trace.py needs the backtest extra; the command's flags are parsed before it is checked
+    from presage_scaler.backtest.trace import Trace
 
 MAX_REPLICAS_FACTOR = 10
 """Without --max-replicas or a spec, maxReplicas is this many times the oracle's peak count."""
@@ -36,6 +38,8 @@ MAX_REPLICAS_FACTOR = 10
 INT32_MAX = 2**31 - 1
 DEFAULT_INTERVAL = timedelta(minutes=1)
 """The API's default ``interval``."""
+DEFAULT_WARMUP = timedelta(days=7)
+"""Leading time not counted in the metrics."""
 
 _DAYS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)d(.*)$")
 

@@ -12,10 +12,10 @@ import importlib
 from presage_scaler.backtest.errors import BacktestError
 
 PACKAGES = ("pandas", "plotly")
-INSTALL = "pip install 'presage-scaler[backtest]' (from a checkout: pip install -e '.[backtest]')"
+INSTALL = "pip install 'presage-scaler[backtest]' (in a checkout: pip install -e '.[backtest]')"
 
 
-def require(command: str) -> None:
+def require() -> None:
     """Raise :class:`BacktestError` naming what is missing and how to install it."""
     missing = []
     for name in PACKAGES:
@@ -24,4 +24,5 @@ def require(command: str) -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise BacktestError(f"{command} needs {' and '.join(missing)}, from the 'backtest' extra: {INSTALL}")
+        verb = "is" if len(missing) == 1 else "are"
+        raise BacktestError(f"{' and '.join(missing)} {verb} not installed: install the 'backtest' extra, {INSTALL}")

@@ -32,6 +32,7 @@ from presage_scaler.backtest.baselines import (
     oracle_targets,
     static_count,
 )
+from presage_scaler.backtest.config import DEFAULT_WARMUP
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.explain import Coverage, constraint_shares, coverage
 from presage_scaler.backtest.metrics import Metrics, measure
@@ -41,7 +42,6 @@ from presage_scaler.backtest.trace import Trace
 from presage_scaler.evaluator import SignalSpec, signal_specs
 from presage_scaler.leadtime import LeadTime, resolve_lead_time, steps_for
 
-DEFAULT_WARMUP = timedelta(days=7)
 POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 
 Progress = Callable[[str, int, int], None]

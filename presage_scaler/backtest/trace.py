@@ -1,20 +1,22 @@
-"""Demand traces: a series on a regular step, from a CSV file or a Prometheus range query.
+"""Demand traces: a series on a regular step, from a CSV file (read with pandas) or a Prometheus
+range query.
 
 Value ``i`` is the demand during the step ``[start + i·step, start + (i + 1)·step)``; it is known
 once that step is over. Missing grid points and unreadable values are gaps, filled by the same rule
 as production's Prometheus reads (:func:`presage_scaler.prometheus.fill_gaps`) and remembered in
-``gaps`` so that ``gapSteps`` is reported as it would be live.
+``gaps`` so that ``gapSteps`` is reported as it would be live. pandas comes with the ``backtest``
+extra (:mod:`presage_scaler.backtest.extra`).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
@@ -22,6 +24,11 @@ from presage_scaler.prometheus import PrometheusClient, fill_gaps
 
 TIME_COLUMNS = ("timestamp", "ts", "time")
 VALUE_COLUMN = "value"
+MIN_VALID_SHARE = 0.5
+"""A trace with fewer numeric steps than this share is mostly invented by gap filling: refused."""
+
+# Unix seconds of 0001-01-01 and 9999-12-31T23:59:59, the range a datetime (and Go's time) holds.
+_UNIX_RANGE = (-62135596800, 253402300799)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class Trace:
         """When step ``index`` starts."""
         return self.start + index * self.step
 
+    def series(self, values: np.ndarray) -> pd.Series:
+        """``values`` (one per step) indexed by the time each step starts."""
+        return pd.Series(values, index=pd.date_range(self.start, periods=len(values), freq=self.step))
+
     def resample(self, resolution: timedelta) -> Trace:
         """The trace averaged over whole blocks of ``resolution`` (a multiple of the step), from the
         first point; a trailing partial block is dropped. A block is a gap when all of it was."""
@@ -55,121 +66,135 @@ class Trace:
             )
         if blocks == 1:
             return self
-        usable = len(self) // blocks * blocks
-        if usable == 0:
+        whole = len(self) // blocks
+        if whole == 0:
             raise BacktestError(f"the trace is shorter than one {format_duration(resolution)} resolution step")
+        usable = whole * blocks
         return Trace(
-            values=self.values[:usable].reshape(-1, blocks).mean(axis=1),
+            values=self.series(self.values[:usable]).resample(resolution, origin="start").mean().to_numpy(),
             step=resolution,
             start=self.start,
-            gaps=self.gaps[:usable].reshape(-1, blocks).all(axis=1),
+            gaps=self.series(self.gaps[:usable]).resample(resolution, origin="start").min().to_numpy(dtype=bool),
             source=self.source,
         )
 
 
-MIN_VALID_SHARE = 0.5
-"""A trace with fewer numeric steps than this share is mostly invented by gap filling: refused."""
+def _timestamps(texts: pd.Series, where: pd.Series) -> pd.Series:
+    """Unix seconds (when every text is a number) or ISO-8601 (without an offset: UTC), as UTC
+    times; ``where`` names each text's place for the message that refuses an unreadable one."""
+    seconds = pd.to_numeric(texts, errors="coerce")
+    if seconds.notna().all():
+        outside = ~seconds.between(*_UNIX_RANGE)
+        if outside.any():
+            first = outside.idxmax()
+            raise BacktestError(f"{where[first]}: {texts[first]!r} is not a time between the years 1 and 9999")
+        return pd.to_datetime(seconds, unit="s", utc=True)
+    times = pd.to_datetime(texts, format="ISO8601", utc=True, errors="coerce")
+    if times.isna().any():
+        first = times.isna().idxmax()
+        raise BacktestError(f"{where[first]}: cannot read a timestamp from {texts[first]!r} (ISO-8601 or Unix seconds)")
+    return times
 
 
-def parse_timestamp(text: str) -> datetime:
-    """Unix seconds, or ISO-8601 with or without an offset (without one means UTC); ValueError otherwise."""
+def parse_timestamp(text: str, where: str) -> datetime:
+    """One time, read as a trace's timestamps are (ISO-8601 or Unix seconds), in UTC; BacktestError
+    naming ``where`` otherwise."""
+    return _timestamps(pd.Series([text.strip()]), pd.Series([where])).iloc[0].to_pydatetime()
+
+
+def _table(path: Path) -> tuple[pd.DataFrame, pd.Series]:
+    """The non-blank rows as text, with the header (when there is one) as column names, and each
+    row's ``file:line`` for messages."""
     try:
-        seconds = float(text)
-    except ValueError:
-        moment = datetime.fromisoformat(text)
-        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    try:
-        return datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise ValueError(f"{text!r} is not a time between the years 1 and 9999") from None
-
-
-def _value(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        return math.nan
-    return value if math.isfinite(value) else math.nan
-
-
-def _columns(header: list[str]) -> tuple[int, int]:
-    names = [name.strip().lower() for name in header]
-    time_column = next((names.index(name) for name in TIME_COLUMNS if name in names), None)
-    if time_column is None or VALUE_COLUMN not in names:
-        raise BacktestError(
-            f"expected a header with a time column ({', '.join(TIME_COLUMNS)}) and a {VALUE_COLUMN!r} column, "
-            f"got {header}"
-        )
-    return time_column, names.index(VALUE_COLUMN)
-
-
-def _rows(path: Path) -> tuple[list[datetime], list[float]]:
-    with path.open(newline="") as handle:
-        rows = [(line, row) for line, row in enumerate(csv.reader(handle), start=1) if any(c.strip() for c in row)]
-    if not rows:
+        rows = pd.read_csv(path, header=None, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise BacktestError(f"{path}: no rows") from None
+    except pd.errors.ParserError as err:
+        raise BacktestError(f"{path}: not a CSV file: {str(err).strip()}") from None
+    rows = rows.fillna("").apply(lambda column: column.str.strip())
+    rows = rows[(rows != "").any(axis=1)]
+    if rows.empty:
         raise BacktestError(f"{path}: no rows")
     try:
-        parse_timestamp(rows[0][1][0].strip())
-        time_column, value_column = 0, 1
-    except ValueError:
-        time_column, value_column = _columns(rows[0][1])
-        rows = rows[1:]
-    times, values = [], []
-    for line, row in rows:
-        try:
-            times.append(parse_timestamp(row[time_column].strip()))
-        except (ValueError, IndexError):
-            raise BacktestError(f"{path}:{line}: cannot read a timestamp from {row}") from None
-        value = _value(row[value_column].strip()) if value_column < len(row) else math.nan
-        if value < 0:
-            raise BacktestError(
-                f"{path}:{line}: demand {value:g} is negative; a trace holds demand, which is never below 0"
-            )
-        values.append(value)
-    return times, values
+        parse_timestamp(rows.iloc[0, 0], "the first row")
+    except BacktestError:
+        rows.columns = [str(name).lower() for name in rows.iloc[0]]
+        rows = rows.iloc[1:]
+    else:
+        rows.columns = [TIME_COLUMNS[0], VALUE_COLUMN, *rows.columns[2:]][: rows.shape[1]]
+    return rows, pd.Series([f"{path}:{index + 1}" for index in rows.index], index=rows.index)
 
 
-def on_grid(times: list[datetime], values: list[float], source: str) -> Trace:
-    """Place samples on their regular grid: the step is the most common spacing, every timestamp must
-    fall on it, and grid points without a sample become gaps."""
+def _samples(path: Path) -> tuple[pd.Series, pd.Series, timedelta]:
+    """Each row's time and demand (NaN where the value is not a finite number), and the UTC offset
+    of the earliest row's timestamp (Unix seconds and ISO-8601 without one: UTC)."""
+    rows, where = _table(path)
+    time_column = next((name for name in TIME_COLUMNS if name in rows.columns), None)
+    if time_column is None or VALUE_COLUMN not in rows.columns:
+        raise BacktestError(
+            f"{path}: expected a header with a time column ({', '.join(TIME_COLUMNS)}) and a {VALUE_COLUMN!r} "
+            f"column, got {list(rows.columns)}"
+        )
+    times = _timestamps(rows[time_column], where)
+    values = pd.to_numeric(rows[VALUE_COLUMN], errors="coerce").replace([np.inf, -np.inf], np.nan)
+    negative = values < 0
+    if negative.any():
+        first = negative.idxmax()
+        raise BacktestError(
+            f"{where[first]}: demand {values[first]:g} is negative; a trace holds demand, which is never below 0"
+        )
+    written = rows[time_column][times.idxmin()]
+    offset = pd.Timestamp(written).utcoffset() if pd.isna(pd.to_numeric(written, errors="coerce")) else None
+    return times, values, offset or timedelta(0)
+
+
+def on_grid(times: pd.Series, values: pd.Series, source: str, offset: timedelta = timedelta(0)) -> Trace:
+    """Place samples (UTC times) on their regular grid: the step is the most common spacing, every
+    timestamp must fall on it, and grid points without a sample become gaps. ``offset`` is the UTC
+    offset the trace is shown in."""
     if len(times) < 2:
         raise BacktestError(f"{source}: a trace needs at least two points")
-    order = sorted(range(len(times)), key=times.__getitem__)
-    seconds = np.array([times[i].timestamp() for i in order])
-    spacings, counts = np.unique(np.diff(seconds), return_counts=True)
-    positive = spacings > 0
-    if not positive.any():
+    samples = pd.Series(values.to_numpy(), index=pd.DatetimeIndex(times)).sort_index()
+    moments = samples.index.to_series()
+    if moments.nunique() == 1:
         raise BacktestError(f"{source}: all timestamps are equal")
-    step = float(spacings[positive][np.argmax(counts[positive])])
-    offsets = (seconds - seconds[0]) / step
-    index = np.rint(offsets).astype(np.int64)
-    off_grid = np.flatnonzero(np.abs(offsets - index) > 1e-6)
-    if off_grid.size:
-        bad = times[order[off_grid[0]]]
-        raise BacktestError(f"{source}: timestamp {bad.isoformat()} is not on the {step:g}s grid of the trace")
-    if np.any(np.diff(index) == 0):
-        duplicate = times[order[int(np.flatnonzero(np.diff(index) == 0)[0])]]
-        raise BacktestError(f"{source}: timestamp {duplicate.isoformat()} appears more than once")
-    grid = np.full(int(index[-1]) + 1, np.nan)
-    grid[index] = np.array(values)[order]
+    duplicated = moments.duplicated()
+    if duplicated.any():
+        raise BacktestError(
+            f"{source}: timestamp {_shown(moments[duplicated].iloc[0], offset).isoformat()} appears more than once"
+        )
+    spacings = moments.diff().dropna().value_counts()
+    step = spacings[spacings == spacings.max()].index.min()
+    off_grid = (moments - moments.iloc[0]) % step != pd.Timedelta(0)
+    if off_grid.any():
+        raise BacktestError(
+            f"{source}: timestamp {_shown(moments[off_grid].iloc[0], offset).isoformat()} is not on the "
+            f"{step.total_seconds():g}s grid of the trace"
+        )
+    grid = samples.asfreq(step).to_numpy(dtype=np.float64)
     gaps = ~np.isfinite(grid)
     valid = len(grid) - int(gaps.sum())
     if valid == 0:
-        raise BacktestError(f"{source}: no numeric values in the 'value' column")
+        raise BacktestError(f"{source}: no numeric values in the {VALUE_COLUMN!r} column")
     if valid < MIN_VALID_SHARE * len(grid):
         raise BacktestError(
             f"{source}: only {valid} of {len(grid)} steps hold a numeric value; a trace needs at least "
-            f"{MIN_VALID_SHARE:.0%} (are the values in the 'value' column, and numbers?)"
+            f"{MIN_VALID_SHARE:.0%} (are the values in the {VALUE_COLUMN!r} column, and numbers?)"
         )
     filled, _ = fill_gaps(grid)
-    first = times[order[0]]
-    return Trace(values=filled, step=timedelta(seconds=step), start=first, gaps=gaps, source=source)
+    start = _shown(moments.iloc[0], offset)
+    return Trace(values=filled, step=step.to_pytimedelta(), start=start, gaps=gaps, source=source)
+
+
+def _shown(moment: pd.Timestamp, offset: timedelta) -> datetime:
+    return moment.to_pydatetime().astimezone(UTC if offset == timedelta(0) else timezone(offset))
 
 
 def load_csv(path: Path) -> Trace:
-    """Read a ``timestamp,value`` CSV (the header is optional; ``ts`` and ``time`` are accepted too)."""
-    times, values = _rows(path)
-    return on_grid(times, values, str(path))
+    """Read a ``timestamp,value`` CSV (the header is optional; ``ts`` and ``time`` are accepted too).
+    Times are shown in the UTC offset of the earliest row."""
+    times, values, offset = _samples(path)
+    return on_grid(times, values, str(path), offset)
 
 
 async def load_prometheus(address: str, query: str, start: datetime, end: datetime, step: timedelta) -> Trace:

@@ -8,28 +8,22 @@ Retention is 100 years so that old fixed timestamps are never dropped. It can al
 targets (:meth:`PrometheusServer.add_scrape_target`), such as the scaler's own ``/metrics``.
 
 The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` package
-(:func:`ensure_prometheus`).
+(:func:`ensure_prometheus`, through :mod:`tests.harness.debian`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tests.harness.cache import exclusive
+from tests.harness.debian import PackageUnavailable, ensure_binaries
 from tests.harness.process import LoopbackServer, free_port, run_checked
-
-_APT_LOCK = Path(tempfile.gettempdir()) / "presage-apt-prometheus.lock"
-_ensured: tuple[str, str] | str | None = None  # binaries, or the error message of a failed install
 
 
 class PrometheusUnavailable(RuntimeError):
@@ -37,66 +31,12 @@ class PrometheusUnavailable(RuntimeError):
 
 
 def ensure_prometheus() -> tuple[str, str]:
-    """Paths of ``prometheus`` and ``promtool``: from PATH, else installed with apt (as root).
-
-    The outcome, success or failure, is remembered for the rest of the process so a failed
-    install is not retried by every test.
-    """
-    global _ensured
-    if _ensured is None:
-        try:
-            _ensured = _find_binaries() or _apt_install()
-        except PrometheusUnavailable as exc:
-            _ensured = str(exc)
-    if isinstance(_ensured, str):
-        raise PrometheusUnavailable(_ensured)
-    return _ensured
-
-
-def _find_binaries() -> tuple[str, str] | None:
-    found = [shutil.which(name) or shutil.which(name, path="/usr/bin") for name in ("prometheus", "promtool")]
-    return (found[0], found[1]) if found[0] and found[1] else None
-
-
-def _apt_install() -> tuple[str, str]:
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    if (sudo and not shutil.which("sudo")) or not shutil.which("apt-get"):
-        raise PrometheusUnavailable(
-            "prometheus/promtool are not on PATH and cannot be installed here (needs apt-get as root); "
-            "install Debian's 'prometheus' package or put both binaries on PATH"
-        )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [
-        *sudo,
-        "apt-get",
-        "install",
-        "-y",
-        "--no-install-recommends",
-        "-o",
-        "DPkg::Lock::Timeout=300",
-        "prometheus",
-    ]
-    with exclusive(_APT_LOCK, "installing Debian's prometheus package"):
-        if found := _find_binaries():
-            return found
-        result = _run(install, env)
-        if result.returncode != 0:
-            update = _run([*sudo, "apt-get", "update", "-o", "DPkg::Lock::Timeout=300"], env)
-            result = _run(install, env) if update.returncode == 0 else update
-        if result.returncode != 0:
-            raise PrometheusUnavailable(
-                f"installing Debian's prometheus package failed (exit {result.returncode}):\n{result.stdout[-3000:]}"
-            )
-    found = _find_binaries()
-    if not found:
-        raise PrometheusUnavailable("the prometheus package installed, but prometheus/promtool are not on PATH")
-    return found
-
-
-def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False
-    )
+    """Paths of ``prometheus`` and ``promtool``: from PATH, else installed with apt (as root)."""
+    try:
+        prometheus, promtool = ensure_binaries("prometheus", ("prometheus", "promtool"))
+    except PackageUnavailable as exc:
+        raise PrometheusUnavailable(str(exc)) from None
+    return prometheus, promtool
 
 
 # --- the server ----------------------------------------------------------------------------

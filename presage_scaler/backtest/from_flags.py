@@ -1,0 +1,83 @@
+"""``presage backtest`` from its parsed flags to the terminal table and the files in ``--out``.
+
+Needs the ``backtest`` extra: :mod:`presage_scaler.backtest.command` imports this module only once
+:func:`presage_scaler.backtest.extra.require` has passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from presage_scaler.api.parse import SpecError
+from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
+from presage_scaler.backends.base import BackendError
+from presage_scaler.backtest.config import Overrides, backend_spec, load_object, make_backend, scaler_spec
+from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.output import table, write_decisions, write_summary
+from presage_scaler.backtest.progress import ProgressBar
+from presage_scaler.backtest.report import write_report
+from presage_scaler.backtest.runner import Setup, run_backtest
+from presage_scaler.backtest.trace import Trace, load_csv, load_prometheus, parse_timestamp
+from presage_scaler.leadtime import HorizonError
+from presage_scaler.prometheus import PrometheusError
+
+
+def _trace(args: argparse.Namespace) -> Trace:
+    if args.prometheus is None:
+        if args.trace is None:
+            raise BacktestError("give a TRACE file, or --prometheus with --query, --start and --end")
+        return load_csv(args.trace)
+    if args.trace is not None:
+        raise BacktestError("give either a TRACE file or --prometheus, not both")
+    if args.query is None or args.start is None or args.end is None:
+        raise BacktestError("--prometheus needs --query, --start and --end")
+    start, end = parse_timestamp(args.start, "--start"), parse_timestamp(args.end, "--end")
+    return asyncio.run(load_prometheus(args.prometheus, args.query, start, end, args.step))
+
+
+def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
+    spec_data = load_object(args.spec, PREDICTIVE_SCALER.name) if args.spec else None
+    overrides = Overrides(
+        per_replica=args.per_replica,
+        lead_time=args.lead_time,
+        interval=args.interval,
+        target_quantile=args.target_quantile,
+        headroom=args.headroom,
+        max_replicas=args.max_replicas,
+    )
+    backend_data = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
+    return Setup(
+        spec=scaler_spec(trace, spec_data, overrides),
+        backend=make_backend(backend_spec(backend_data, args.season, args.cycles)),
+        boot_delay=args.lead_time,
+        warmup=args.warmup,
+        reactive_headroom=args.reactive_headroom,
+    )
+
+
+def run_from_flags(args: argparse.Namespace) -> int:
+    """Run the backtest the flags describe; 2 with one line on stderr when it cannot run."""
+    try:
+        with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
+            trace = _trace(args)
+            result = run_backtest(trace, _setup(args, trace), progress)
+        out: Path = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        write_summary(result, out / "summary.json")
+        write_decisions(result, out / "decisions.csv")
+        write_report(result, out / "report.html")
+    except (BacktestError, SpecError, HorizonError, BackendError, PrometheusError, OSError) as err:
+        print(f"presage backtest: {err}", file=sys.stderr)
+        return 2
+    print(table(result))
+    gaps = int(trace.gaps.sum())
+    if gaps:
+        print(
+            f"\nnote: {gaps} of {len(trace)} steps ({gaps / len(trace):.1%}) of the trace had no numeric value; "
+            "they were filled in (interpolated between values, the last value repeated at the end)"
+        )
+    print(f"\nwrote {out / 'summary.json'}, {out / 'decisions.csv'} and {out / 'report.html'}")
+    return 0
