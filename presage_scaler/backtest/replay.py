@@ -173,6 +173,8 @@ class DecisionFeed:
 
     def _fill(self) -> None:
         steps = [step for _, step in zip(range(CHUNK), self._upcoming, strict=False)]
+        if not steps:
+            return
         data = [self._data(step) for step in steps]
         requests = [
             request
