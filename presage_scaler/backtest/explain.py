@@ -53,16 +53,22 @@ def coverage(record: PresageRecord, signal: np.ndarray, report_from_step: int) -
     )
 
 
-def constraint_shares(record: PresageRecord, report_from_step: int) -> dict[str, float]:
-    """The share of decisions after the warm-up that each constraint decided, largest first."""
-    counted = [
+def constraint_counts(record: PresageRecord, report_from_step: int) -> dict[str, int]:
+    """How many decisions after the warm-up (at trace steps ``report_from_step`` and later, the steps
+    every metric counts) each constraint decided, most first."""
+    counted = Counter(
         c or FORECAST
         for step, c in zip(record.steps.tolist(), record.constraints, strict=True)
         if step >= report_from_step
-    ]
-    if not counted:
-        return {}
-    return {name: count / len(counted) for name, count in Counter(counted).most_common()}
+    )
+    return dict(counted.most_common())
+
+
+def constraint_shares(record: PresageRecord, report_from_step: int) -> dict[str, float]:
+    """:func:`constraint_counts` as shares of the decisions counted, largest first."""
+    counts = constraint_counts(record, report_from_step)
+    total = sum(counts.values())
+    return {name: count / total for name, count in counts.items()}
 
 
 def _sentence(constraint: str, policy: PolicySpec) -> str:

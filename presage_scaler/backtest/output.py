@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest.explain import note
+from presage_scaler.backtest.explain import constraint_counts, note
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 
 LABELS = {
@@ -82,11 +81,9 @@ def summary(result: BacktestResult) -> dict[str, Any]:
     document: dict[str, Any] = {"parameters": parameters(result)}
     for name in POLICIES:
         document[name] = policy_summary(result, name)
-    # Which constraint decided presage's count, and how often ("" is the forecast itself): every
-    # decision, then the shares after the warm-up, and a sentence when one constraint dominates.
-    document["presage"]["constraints"] = dict(
-        Counter(c or "Forecast" for c in result.presage.constraints).most_common()
-    )
+    # Which constraint decided presage's count after the warm-up (the steps every metric counts),
+    # how often and what share, and a sentence when one constraint dominates.
+    document["presage"]["constraints"] = constraint_counts(result.presage, result.plan.report_from)
     document["presage"]["constraint_shares"] = result.constraint_shares
     document["presage"]["note"] = note(result.constraint_shares, result.plan.spec.policy)
     policy, covered = result.plan.spec.policy, result.coverage
@@ -128,12 +125,13 @@ def write_decisions(result: BacktestResult, path: Path) -> None:
 def explanation(result: BacktestResult) -> list[str]:
     """Coverage, what decided presage's count, and the note, as lines for the terminal and the report."""
     policy, covered = result.plan.spec.policy, result.coverage
+    decisions = sum(constraint_counts(result.presage, result.plan.report_from).values())
     lines = [
         f"calibration after the warm-up: the sizing window's highest demand was at or below the q"
         f"{policy.target_quantile:g} forecast {100 * covered.target:.1f} % of the time and the q"
         f"{policy.scale_down_quantile:g} forecast {100 * covered.scale_down:.1f} % ({covered.decisions} decisions, "
         f"{100 * covered.calibrated:.0f} % calibrated)",
-        "what decided presage's count after the warm-up: "
+        f"what decided presage's count in the {decisions} decisions after the warm-up: "
         + ", ".join(f"{name} {100 * share:.0f} %" for name, share in result.constraint_shares.items()),
     ]
     if sentence := note(result.constraint_shares, policy):

@@ -1,60 +1,49 @@
-"""report.html: one self-contained page (inline SVG and CSS, nothing fetched) that shows at a glance
-how presage, the reactive HPAs and the oracle followed the demand, where each fell short, and the
-numbers behind it."""
+"""report.html: one self-contained page (:mod:`presage_scaler.backtest.plots`) whose three plots each
+answer one question, with the numbers behind them:
+
+1. how presage's capacity followed the demand over the whole trace, with its calibrated forecast band
+   (the other policies' capacity one click away in the legend, hidden at first so that none of them
+   covers the demand);
+2. where each policy fell short: every under-provisioned step after the warm-up, by how much;
+3. what each policy cost over time: its mean replica count per day (per hour or week on short or
+   long traces).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import yaml
+from plotly.subplots import make_subplots
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest import svg
+from presage_scaler.backtest import plots
+from presage_scaler.backtest.explain import constraint_counts
 from presage_scaler.backtest.metrics import shortfall
 from presage_scaler.backtest.output import LABELS, explanation, parameters, summary
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
+from presage_scaler.backtest.trace import Trace
 
-WIDTH = 1100
-LEFT, RIGHT = 84, 16
-PLOT_HEIGHT = 280
-STRIP = 10
 COLORS = {
-    "presage": "#1f6fb4",
-    "reactive": "#e67e22",
-    "reactive_cost_matched": "#8e44ad",
+    "presage": "#1f77b4",
+    "reactive": "#ff7f0e",
+    "reactive_cost_matched": "#9467bd",
     "static": "#7f7f7f",
-    "oracle": "#27ae60",
+    "oracle": "#2ca02c",
 }
-STYLES = {
-    "presage": f'stroke="{COLORS["presage"]}" stroke-width="1.6"',
-    "reactive": f'stroke="{COLORS["reactive"]}" stroke-width="1.1"',
-    "reactive_cost_matched": (
-        f'stroke="{COLORS["reactive_cost_matched"]}" stroke-opacity="0.6" stroke-width="1" stroke-dasharray="4 2"'
-    ),
-    "static": f'stroke="{COLORS["static"]}" stroke-width="1" stroke-dasharray="2 3"',
-    "oracle": f'stroke="{COLORS["oracle"]}" stroke-width="1"',
-}
-DEMAND_STYLE = 'stroke="#222" stroke-width="0.9"'
-BAND_STYLE = f'fill="{COLORS["presage"]}" fill-opacity="0.2" stroke="none"'
+DEMAND_COLOR = "#222222"
 SHORT_COLOR = "#d62728"
-SHORT_POLICIES = ("presage", "reactive", "reactive_cost_matched")
-STRIP_LABELS = {"presage": "presage", "reactive": "HPA", "reactive_cost_matched": "HPA, =cost"}
-ZOOM_SPAN_DAYS = 1
-CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #222; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 32px; }
-p.lead { color: #444; max-width: 1100px; }
-table { border-collapse: collapse; margin: 8px 0; font-size: 14px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-.swatch { display: inline-block; width: 14px; height: 4px; margin-right: 6px; vertical-align: middle; }
-svg text { font-size: 11px; fill: #333; } svg .grid { stroke: #eee; }
-pre { background: #f6f6f6; padding: 10px; font-size: 12px; max-width: 1100px; overflow: auto; }
-"""
+WARMUP_FILL = "rgba(0, 0, 0, 0.06)"
+SHORT_POLICIES = ("presage", "reactive", "reactive_cost_matched", "static")
+"""The policies that can fall short (the oracle never does)."""
+HOVER = ".4~g"
 
 
 def _capacity(result: BacktestResult, name: str) -> np.ndarray:
@@ -65,111 +54,204 @@ def _short(result: BacktestResult, name: str) -> np.ndarray:
     return shortfall(result.plan.trace.values, result.policies[name].simulation.ready, result.plan.per_replica)
 
 
-def timeline(result: BacktestResult, begin: int, end: int, title: str) -> str:
-    """Demand, presage's forecast band, each policy's capacity and strips marking under-provisioning."""
-    plan, record = result.plan, result.presage
-    trace = plan.trace
-    positions = np.arange(len(trace), dtype=np.float64)
-    view = slice(begin, end)
-    in_view = (record.forecast_steps >= begin) & (record.forecast_steps < end)
-    # Scaled to what matters (demand, presage, the oracle); the reactive lines may run off the top.
-    peak = max(
-        float(trace.values[view].max()),
-        *(float(_capacity(result, name)[view].max()) for name in ("presage", "oracle")),
-        float(record.upper[in_view].max()) if in_view.any() else 0.0,
-    )
-    width = WIDTH - LEFT - RIGHT
-    frame = svg.Frame(LEFT, 48, width, PLOT_HEIGHT, begin, max(end - 1, begin + 1), 0.0, 1.08 * peak or 1.0)
-    parts = []
-    if begin < plan.report_from:
-        warmup_end = float(frame.x(min(plan.report_from, end - 1)))
-        parts.append(
-            f'<rect x="{frame.left}" y="{frame.top}" width="{warmup_end - frame.left:.1f}" height="{frame.height}" '
-            'fill="#f1f1f1"/>'
-        )
-    ticks = svg.time_ticks(trace.start, trace.step, frame)
-    parts.append(svg.axes(frame, ticks, svg.nice_ticks(frame.y1 / 1.08), "demand / capacity"))
-    clip = f"plot-{begin}-{end}"
-    parts.append(
-        f'<clipPath id="{clip}"><rect x="{frame.left}" y="{frame.top}" width="{frame.width}" '
-        f'height="{frame.height}"/></clipPath><g clip-path="url(#{clip})">'
-    )
-    steps = record.forecast_steps.astype(np.float64)
-    parts.append(svg.band(steps, record.lower, record.upper, frame, BAND_STYLE))
-    parts.append(svg.line(positions, trace.values, frame, DEMAND_STYLE))
-    for name in ("static", "reactive_cost_matched", "reactive", "oracle", "presage"):
-        parts.append(svg.line(positions, _capacity(result, name), frame, STYLES[name]))
-    parts.append("</g>")
-    if begin < plan.report_from:
-        parts.append(f'<text x="{frame.left + 6}" y="{frame.top + 14}">warm-up (not counted)</text>')
-    top = frame.bottom + 40
-    parts.append(f'<text x="{frame.left}" y="{top - 4:.1f}">under-provisioned steps:</text>')
-    for row, name in enumerate(SHORT_POLICIES):
-        y = top + row * (STRIP + 4)
-        label = STRIP_LABELS[name]
-        parts.append(f'<text x="{frame.left - 6}" y="{y + STRIP - 1:.1f}" text-anchor="end">{label}</text>')
-        parts.append(f'<rect x="{frame.left}" y="{y:.1f}" width="{frame.width}" height="{STRIP}" fill="#fafafa"/>')
-        parts.append(svg.marks(positions, _short(result, name) > 0, frame, y, STRIP, SHORT_COLOR))
-    policy = plan.spec.policy
-    band_swatch = f'stroke="{COLORS["presage"]}" stroke-opacity="0.3" stroke-width="8"'
-    band_label = (
-        f"presage's calibrated forecast of the sizing window's highest demand, q{policy.scale_down_quantile:g} to "
-        f"q{policy.target_quantile:g}"
-    )
-    parts.append(svg.legend([("demand", DEMAND_STYLE), (band_label, band_swatch)], frame.left, 12))
-    parts.append(f'<text x="{frame.left - 6}" y="{32 + 4}" text-anchor="end">capacity:</text>')
-    parts.append(svg.legend([(LABELS[name], STYLES[name]) for name in POLICIES], frame.left, 32))
-    height = top + len(SHORT_POLICIES) * (STRIP + 4) + 8
-    return svg.document(WIDTH, height, "".join(parts), title)
-
-
-def _zoom_center(result: BacktestResult) -> tuple[int, str]:
-    """The step to zoom into, and why: presage's worst shortfall, else the HPA's, else peak demand."""
+def _counted_shortfalls(result: BacktestResult, name: str) -> np.ndarray:
+    """The steps after the warm-up where ``name`` was under-provisioned (those the metrics count)."""
     start = result.plan.report_from
-    for name in ("presage", "reactive_cost_matched"):
-        missing = _short(result, name)[start:]
-        if missing.max() > 0:
-            return start + int(np.argmax(missing)), f"around {LABELS[name]}'s largest shortfall"
-    return start + int(np.argmax(result.plan.trace.values[start:])), "around the demand peak"
+    return start + np.flatnonzero(_short(result, name)[start:])
 
 
-def per_period(result: BacktestResult) -> tuple[str, str]:
-    """A bar chart of under-provisioned time per day (per week for traces over two months)."""
+def _times(trace: Trace, steps: np.ndarray) -> list[str]:
+    return [plots.wall_time(trace.time_at(int(step))) for step in steps]
+
+
+def _whole(trace: Trace) -> list[str]:
+    """The x range from the trace's first step to the end of its last."""
+    return [plots.wall_time(trace.start), plots.wall_time(trace.time_at(len(trace)))]
+
+
+def _band(result: BacktestResult) -> tuple[np.ndarray, np.ndarray]:
+    """presage's calibrated band per trace step: each decision's values from one lead time after it
+    until the next decision's take over (NaN before the first)."""
+    record, steps = result.presage, len(result.plan.trace)
+    lower, upper = np.full(steps, np.nan), np.full(steps, np.nan)
+    inside = record.forecast_steps < steps
+    lower[record.forecast_steps[inside]] = record.lower[inside]
+    upper[record.forecast_steps[inside]] = record.upper[inside]
+    return pd.Series(lower).ffill().to_numpy(), pd.Series(upper).ffill().to_numpy()
+
+
+def _warmup(figure: go.Figure, result: BacktestResult, label: bool) -> None:
+    """Shade the warm-up, whose steps no metric counts."""
+    trace, report_from = result.plan.trace, result.plan.report_from
+    annotation = {"annotation_text": "warm-up (not counted)", "annotation_position": "top left"} if label else {}
+    figure.add_vrect(
+        x0=plots.wall_time(trace.start),
+        x1=plots.wall_time(trace.time_at(report_from)),
+        fillcolor=WARMUP_FILL,
+        line_width=0,
+        layer="below",
+        **annotation,
+    )
+
+
+def capacity_figure(result: BacktestResult) -> go.Figure:
+    """Demand, presage's calibrated band and capacity over the whole trace; the other policies'
+    capacity is in the legend, hidden until clicked."""
     plan = result.plan
-    trace = plan.trace
-    reported = len(trace) - plan.report_from
-    days = reported * trace.step.total_seconds() / 86400
-    period_days = 1 if days <= 62 else 7
-    period = max(1, round(period_days * 86400 / trace.step.total_seconds()))
-    count = -(-reported // period)
-    index = np.arange(reported) // period
-    shares = {
-        name: 100.0 * np.bincount(index, _short(result, name)[plan.report_from :] > 0, count) / np.bincount(index)
-        for name in SHORT_POLICIES
-    }
-    high = max(1.0, *(float(s.max()) for s in shares.values()))
-    frame = svg.Frame(LEFT, 34, WIDTH - LEFT - RIGHT, 180, 0.0, float(count), 0.0, 1.1 * high)
-    parts = [svg.axes(frame, [], svg.nice_ticks(high), "% of time under-provisioned")]
-    slot = frame.width / count
-    bar = slot * 0.8 / len(SHORT_POLICIES)
-    for row, name in enumerate(SHORT_POLICIES):
-        for i, share in enumerate(shares[name].tolist()):
-            if share > 0:
-                x = frame.left + i * slot + slot * 0.1 + row * bar
-                y = float(frame.y(share))
-                parts.append(
-                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar, 0.5):.1f}" height="{frame.bottom - y:.1f}" '
-                    f'fill="{COLORS[name]}"><title>{escape(LABELS[name])}: {share:.2f}%</title></rect>'
-                )
-    every = max(1, round(count / 12))
-    for i in range(0, count, every):
-        moment = trace.time_at(plan.report_from + i * period)
-        x = frame.left + (i + 0.5) * slot
-        parts.append(f'<text x="{x:.1f}" y="{frame.bottom + 16:.1f}" text-anchor="middle">{moment:%b %d}</text>')
-    swatches = [(LABELS[n], f'stroke="{COLORS[n]}" stroke-width="6"') for n in SHORT_POLICIES]
-    parts.append(svg.legend(swatches, LEFT, 14))
-    unit = "day" if period_days == 1 else "week"
-    return unit, svg.document(WIDTH, frame.bottom + 26, "".join(parts), f"under-provisioned time per {unit}")
+    trace, policy = plan.trace, plan.spec.policy
+    grid = {"start": trace.start, "step": trace.step}
+    lower, upper = _band(result)
+    quantiles = f"q{policy.scale_down_quantile:g}–q{policy.target_quantile:g}"
+    figure = go.Figure()
+    figure.add_scatter(
+        name=f"forecast q{policy.scale_down_quantile:g}",
+        legendgroup="band",
+        showlegend=False,
+        line={"width": 0, "shape": "hv"},
+        yhoverformat=HOVER,
+        **plots.on_grid(lower, **grid),
+    )
+    figure.add_scatter(
+        name=f"presage's forecast of the window's highest demand, {quantiles}",
+        legendgroup="band",
+        fill="tonexty",
+        fillcolor="rgba(31, 119, 180, 0.25)",
+        line={"width": 0, "shape": "hv"},
+        yhoverformat=HOVER,
+        **plots.on_grid(upper, **grid),
+    )
+    figure.add_scatter(
+        name="demand",
+        line={"color": DEMAND_COLOR, "width": 1},
+        yhoverformat=HOVER,
+        **plots.on_grid(trace.values, **grid),
+    )
+    figure.add_scatter(
+        name="capacity: presage",
+        line={"color": COLORS["presage"], "width": 1.6, "shape": "hv"},
+        yhoverformat=HOVER,
+        **plots.on_grid(_capacity(result, "presage"), **grid),
+    )
+    for name in ("reactive", "reactive_cost_matched", "static", "oracle"):
+        figure.add_scatter(
+            name=f"capacity: {LABELS[name]}",
+            visible="legendonly",
+            line={"color": COLORS[name], "width": 1.2, "shape": "hv"},
+            yhoverformat=HOVER,
+            **plots.on_grid(_capacity(result, name), **grid),
+        )
+    short = _counted_shortfalls(result, "presage")
+    figure.add_scatter(
+        name="presage short",
+        mode="markers",
+        marker={"color": SHORT_COLOR, "size": 6, "symbol": "x-thin", "line": {"width": 2, "color": SHORT_COLOR}},
+        x=_times(trace, short),
+        y=plots.compact(trace.values[short]),
+        yhoverformat=HOVER,
+    )
+    _warmup(figure, result, label=True)
+    figure.update_xaxes(
+        range=_whole(trace),
+        rangeselector={
+            "buttons": [
+                {"count": 1, "label": "1 day", "step": "day", "stepmode": "backward"},
+                {"count": 7, "label": "1 week", "step": "day", "stepmode": "backward"},
+                {"label": "whole trace", "step": "all"},
+            ],
+            "x": 1,
+            "xanchor": "right",
+            "y": 1.0,
+            "yanchor": "bottom",
+        },
+    )
+    plots.style(
+        figure,
+        x_title=plots.time_axis_title(trace.start),
+        y_title="demand and capacity (the signal's units)",
+        height=480,
+    )
+    figure.update_layout(legend={"y": 1.09}, margin={"t": 90})
+    return figure
+
+
+def shortfall_figure(result: BacktestResult) -> go.Figure:
+    """One row per policy: every under-provisioned step after the warm-up and the demand it left
+    unserved, on one zoomable time axis."""
+    trace = result.plan.trace
+    titles = []
+    for name in SHORT_POLICIES:
+        metrics = result.policies[name].metrics
+        titles.append(
+            f"{LABELS[name]}: short {metrics.under_provisioned_pct:.2f} % of the time, "
+            f"{metrics.unserved_pct:.3f} % of demand unserved"
+        )
+    figure = make_subplots(
+        rows=len(SHORT_POLICIES), cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles
+    )
+    for row, name in enumerate(SHORT_POLICIES, start=1):
+        short = _counted_shortfalls(result, name)
+        figure.add_scatter(
+            name=LABELS[name],
+            mode="markers",
+            marker={"color": COLORS[name], "size": 5},
+            x=_times(trace, short),
+            y=plots.compact(_short(result, name)[short]),
+            yhoverformat=HOVER,
+            showlegend=False,
+            row=row,
+            col=1,
+        )
+        figure.update_yaxes(title_text="unserved", row=row, col=1)
+        if short.size == 0:
+            figure.add_annotation(
+                text="never short", xref="x domain", yref="y domain", x=0.5, y=0.5, showarrow=False, row=row, col=1
+            )
+    figure.update_xaxes(range=_whole(trace))
+    _warmup(figure, result, label=False)
+    plots.style(figure, x_title="", y_title="unserved", height=150 * len(SHORT_POLICIES) + 60)
+    figure.update_xaxes(title_text=plots.time_axis_title(trace.start), row=len(SHORT_POLICIES), col=1)
+    figure.update_layout(hovermode="closest", margin={"t": 40})
+    return figure
+
+
+def cost_period(reported: timedelta) -> tuple[timedelta, str]:
+    """The period the cost plot averages over, and its name: an hour over up to two days, a week
+    beyond about two months, a day between."""
+    if reported <= timedelta(days=2):
+        return timedelta(hours=1), "hour"
+    if reported <= timedelta(days=62):
+        return timedelta(days=1), "day"
+    return timedelta(weeks=1), "week"
+
+
+def cost_figure(result: BacktestResult) -> go.Figure:
+    """Each policy's mean replica count (ready and booting, what is paid for) per period after the
+    warm-up."""
+    plan = result.plan
+    trace, report_from = plan.trace, plan.report_from
+    length, period = cost_period((len(trace) - report_from) * trace.step)
+    figure = go.Figure()
+    for name in POLICIES:
+        desired = result.policies[name].simulation.desired[report_from:].astype(np.float64)
+        # Bins start at midnight, so a day is a calendar day; each point is drawn at its bin's middle.
+        means = trace.series(desired, first=report_from).resample(length, origin="start_day").mean()
+        centres = means.index + length / 2
+        figure.add_scatter(
+            name=LABELS[name],
+            mode="lines+markers",
+            x=[plots.wall_time(moment.to_pydatetime()) for moment in centres],
+            y=means.to_numpy(),
+            line={"color": COLORS[name], "width": 1.5, "dash": "dash" if name == "oracle" else "solid"},
+            marker={"size": 6},
+            yhoverformat=".1f",
+        )
+    plots.style(
+        figure,
+        x_title=plots.time_axis_title(trace.start),
+        y_title=f"replicas paid for (mean per {period})",
+        height=380,
+    )
+    return figure
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
@@ -200,6 +282,13 @@ def _summary_table(document: dict[str, Any], result: BacktestResult) -> str:
     return _table(rows, [*header, "cost vs oracle", "changes", "largest shortfall"])
 
 
+def _constraint_table(result: BacktestResult) -> str:
+    counts = constraint_counts(result.presage, result.plan.report_from)
+    total = sum(counts.values())
+    rows = [[escape(name), str(count), f"{100 * count / total:.1f} %"] for name, count in counts.items()]
+    return _table(rows, ["constraint", "decisions", "share"])
+
+
 def _headline(document: dict[str, Any]) -> str:
     presage, matched = document["presage"], document["reactive_cost_matched"]
     return (
@@ -210,6 +299,10 @@ def _headline(document: dict[str, Any]) -> str:
     )
 
 
+def _lead(text: str) -> str:
+    return f'<p class="lead">{text}</p>'
+
+
 def render(result: BacktestResult) -> str:
     """The whole report as one HTML string."""
     plan = result.plan
@@ -217,48 +310,51 @@ def render(result: BacktestResult) -> str:
     document = summary(result)
     params = parameters(result)
     spec_yaml = yaml.safe_dump(params.pop("spec"), sort_keys=False)
-    name = escape(Path(trace.source).name)
-    overview = timeline(result, 0, len(trace), "the whole trace")
-    sections = [
-        f"<h1>presage backtest: {name}</h1>",
-        f'<p class="lead">{format_duration(len(trace) * trace.step)} of demand at {format_duration(trace.step)} '
-        f"steps; pods take {params['boot_delay']} to become ready; one replica serves {plan.per_replica:g}; "
-        f"metrics count from {escape(params['reported_from'])} (after a {params['warmup']} warm-up).</p>",
-        f'<p class="lead"><b>{_headline(document)}</b></p>',
+    name = Path(trace.source).name
+    _, period = cost_period((len(trace) - plan.report_from) * trace.step)
+    body: list[str | go.Figure] = [
+        f"<h1>presage backtest: {escape(name)}</h1>",
+        _lead(
+            f"{format_duration(len(trace) * trace.step)} of demand at {format_duration(trace.step)} steps; pods "
+            f"take {params['boot_delay']} to become ready; one replica serves {plan.per_replica:g}; metrics count "
+            f"from {escape(params['reported_from'])} (after a {params['warmup']} warm-up)."
+        ),
+        _lead(f"<b>{_headline(document)}</b>"),
         _summary_table(document, result),
-        "<h2>The whole trace</h2>",
-        '<p class="lead">Capacity is ready replicas × per-replica capacity. The shaded band is presage\'s '
-        "calibrated forecast of the highest demand in each decision's sizing window (the next step up to lead "
-        "time + interval), drawn one lead time after the decision that made it. Long traces keep each pixel "
-        "column's minimum and maximum, so short spikes stay visible.</p>",
-        overview,
-    ]
-    if len(trace) * trace.step.total_seconds() > 2 * 86400 * ZOOM_SPAN_DAYS:
-        center, why = _zoom_center(result)
-        half = round(ZOOM_SPAN_DAYS * 86400 / trace.step.total_seconds() / 2)
-        begin = min(max(0, center - half), max(0, len(trace) - 2 * half))
-        sections += [f"<h2>Zoom: {ZOOM_SPAN_DAYS} day {why}</h2>", timeline(result, begin, begin + 2 * half, why)]
-    unit, bars = per_period(result)
-    constraints = [[escape(k), f"{100 * v:.1f} %"] for k, v in result.constraint_shares.items()]
-    why = "".join(f'<p class="lead">{escape(line)}</p>' for line in explanation(result))
-    sections += [
-        f"<h2>Under-provisioned time per {unit}</h2>",
-        bars,
-        "<h2>Where the cost goes</h2>",
-        why,
-        '<p class="lead">The binding constraint of each decision after the warm-up (<code>breakdown.constraint'
-        "</code>; Forecast: the forecast itself).</p>",
-        _table(constraints, ["constraint", "share of decisions"]),
+        "<h2>Did presage's capacity follow the demand?</h2>",
+        _lead(
+            "Capacity is ready replicas × per-replica capacity. The shaded band is presage's calibrated forecast "
+            "of the highest demand in each decision's sizing window, from one lead time after the decision. Red "
+            "crosses mark the steps after the warm-up where demand was above presage's capacity. Drag to zoom, "
+            "double-click to see the whole trace again; click a policy in the legend to add its capacity."
+        ),
+        capacity_figure(result),
+        "<h2>Where did each policy fall short?</h2>",
+        _lead(
+            "Every step after the warm-up whose demand was above the policy's ready capacity, and by how much "
+            "(in the signal's units); the grey span is the warm-up, which no metric counts. The oracle is never "
+            "short. Zooming one row zooms them all."
+        ),
+        shortfall_figure(result),
+        "<h2>What did each policy cost over time?</h2>",
+        _lead(
+            f"The replicas each policy paid for (ready and booting), averaged over each {period} after the warm-up. "
+            "The cost-matched HPA costs what presage costs in total, spread differently."
+        ),
+        cost_figure(result),
+        "<h2>Where presage's cost goes</h2>",
+        *(_lead(escape(line)) for line in explanation(result)),
+        _lead(
+            "The binding constraint of each decision after the warm-up, the same decisions every metric counts "
+            "(<code>breakdown.constraint</code>; Forecast: the forecast itself)."
+        ),
+        _constraint_table(result),
         "<h2>Parameters</h2>",
         _table([[escape(k), escape(str(v))] for k, v in params.items()], ["parameter", "value"]),
         "<h2>The PredictiveScaler spec that was replayed</h2>",
         f"<pre>{escape(spec_yaml)}</pre>",
     ]
-    body = "\n".join(sections)
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>presage backtest: {name}</title>'
-        f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
-    )
+    return plots.page(f"presage backtest: {name}", body)
 
 
 def write_report(result: BacktestResult, path: Path) -> None:

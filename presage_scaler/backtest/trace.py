@@ -50,9 +50,9 @@ class Trace:
         """When step ``index`` starts."""
         return self.start + index * self.step
 
-    def series(self, values: np.ndarray) -> pd.Series:
-        """``values`` (one per step) indexed by the time each step starts."""
-        return pd.Series(values, index=pd.date_range(self.start, periods=len(values), freq=self.step))
+    def series(self, values: np.ndarray, first: int = 0) -> pd.Series:
+        """``values`` of steps ``first, first + 1, …`` indexed by the time each step starts."""
+        return pd.Series(values, index=pd.date_range(self.time_at(first), periods=len(values), freq=self.step))
 
     def resample(self, resolution: timedelta) -> Trace:
         """The trace averaged over whole blocks of ``resolution`` (a multiple of the step), from the

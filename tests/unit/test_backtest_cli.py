@@ -7,7 +7,9 @@ import csv
 import io
 import json
 import re
+import sys
 from datetime import UTC, datetime, timedelta
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +54,6 @@ def test_summary_has_the_documented_keys(run_dir):
     assert params["warmup"] == "24h"
     assert params["per_replica"] == 20.0
     assert params["spec"]["policy"]["targetQuantile"] == "0.9"
-    assert sum(summary["presage"]["constraints"].values()) == params["trace_points"] - 1
 
 
 def test_summary_says_where_the_cost_goes(run_dir):
@@ -81,23 +82,45 @@ def test_decisions_csv_has_every_decision(run_dir):
     assert all(int(r["replicas"]) >= 1 for r in rows)
 
 
-def test_the_report_is_self_contained_with_svg_plots(run_dir):
+def test_the_report_is_one_self_contained_page_with_three_plots(run_dir):
     html = (run_dir / "report.html").read_text()
-    assert html.count("<svg") == 3  # the whole trace, the zoom, per day
-    assert "<polyline" in html and "<polygon" in html  # lines and the forecast band
-    assert "under-provisioned steps" in html
+    assert html.count('class="plotly-graph-div"') == 3  # capacity, shortfalls, cost
+    assert html.count("plotly.js v") == 1  # the library inlined once (tests/integration renders the page)
+    assert not re.search(r"<script[^>]+src=|<link|@import|url\(http", html)
+    for question in ("follow the demand", "Where did each policy fall short", "cost over time"):
+        assert question in html
     assert "reactive HPA, cost-matched" in html
-    assert "<script" not in html and "<link" not in html and "@import" not in html and "url(http" not in html
-    assert re.findall(r"https?://[^\"'\s<]+", html) == ["http://www.w3.org/2000/svg"] * 3 + ["http://backtest.invalid"]
 
 
-def test_the_table_is_printed(tmp_path, capsys):
+def test_the_same_decisions_are_counted_everywhere(run_dir, capsys):
+    """Constraint counts and shares in summary.json, the report's table and the terminal all cover the
+    decisions after the warm-up, the steps every metric counts."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    params = summary["parameters"]
+    report_from = params["trace_points"] - params["reported_steps"]
+    with (run_dir / "decisions.csv").open() as handle:
+        after_warmup = sum(int(row["step"]) >= report_from for row in csv.DictReader(handle))
+    counts, shares = summary["presage"]["constraints"], summary["presage"]["constraint_shares"]
+    assert sum(counts.values()) == after_warmup
+    assert list(shares) == list(counts)
+    assert shares == pytest.approx({name: count / after_warmup for name, count in counts.items()})
+    html = (run_dir / "report.html").read_text()
+    for name, count in counts.items():
+        assert f"<tr><td>{name}</td><td>{count}</td><td>{100 * shares[name]:.1f} %</td></tr>" in html
+    assert escape(f"what decided presage's count in the {after_warmup} decisions after the warm-up: ") in html
+
+
+def test_the_table_is_printed_counting_the_summarys_decisions(tmp_path, capsys):
     assert main(["backtest", *BASE, "--out", str(tmp_path / "out")]) == 0
     output = capsys.readouterr().out
     for label in ("presage", "reactive HPA", "reactive HPA, cost-matched", "static (warm-up peak)", "oracle"):
         assert label in output
     assert "the sizing window's highest demand was at or below the q0.9 forecast" in output
     assert "ForecastUncertainty held" in output
+    presage = json.loads((tmp_path / "out" / "summary.json").read_text())["presage"]
+    shares = ", ".join(f"{name} {100 * share:.0f} %" for name, share in presage["constraint_shares"].items())
+    decisions = sum(presage["constraints"].values())
+    assert f"what decided presage's count in the {decisions} decisions after the warm-up: {shares}\n" in output
 
 
 def test_a_scaler_yaml_with_overrides(tmp_path):
@@ -226,3 +249,14 @@ def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch)
     assert loaded.start == datetime(2026, 1, 1, tzinfo=UTC)
     assert loaded.values.tolist() == [1.0, 2.0]
     assert loaded.source == "http://p:9090 q"
+
+
+@pytest.mark.parametrize("missing", [("plotly",), ("pandas", "plotly")])
+def test_without_the_backtest_extra_it_says_how_to_install_it(tmp_path, capsys, monkeypatch, missing):
+    for name in missing:
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import name` raise ImportError
+    assert main(["backtest", *BASE, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"presage backtest: {' and '.join(missing)} ")
+    assert "pip install 'presage-scaler[backtest]'" in err
+    assert len(err.strip().splitlines()) == 1 and not any(tmp_path.iterdir()), err
