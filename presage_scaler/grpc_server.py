@@ -19,6 +19,7 @@ from presage_scaler.keda import (
     PresageScaler,
     RequestObserver,
     ScaledObjectTriggers,
+    StalenessBound,
 )
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.store import RecommendationStore
@@ -89,15 +90,17 @@ async def serve(
     tls: TLSConfig | None = None,
     stream_recheck: float = 10.0,
     observe: RequestObserver | None = None,
+    staleness: StalenessBound | None = None,
 ) -> ScalerServer:
     """Start the server on ``host:port`` (``port=0`` picks a free one) and mark it SERVING.
 
-    ``observe`` is told about every call (see :data:`RequestObserver`), e.g. for metrics.
+    ``observe`` is told about every call (see :data:`RequestObserver`), e.g. for metrics;
+    ``staleness`` bounds the age of a recommendation it serves (default :class:`StalenessBound`).
     """
     # SO_REUSEPORT off: a second presage on the same port must fail loudly, not share traffic.
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
     servicer = ExternalScalerServicer(
-        PresageScaler(store, triggers),
+        PresageScaler(store, triggers, staleness=staleness),
         stream_recheck=stream_recheck,
         observe=observe,
     )

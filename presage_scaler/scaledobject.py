@@ -2,8 +2,8 @@
 
 ``presage scaledobject`` (:mod:`presage_scaler.scaledobject_command`) reads the PredictiveScaler
 from the cluster and prints what :func:`render` returns. Field names follow KEDA's ScaledObject
-specification (https://keda.sh/docs/latest/reference/scaledobject-spec/; the CRD is in
-``tests/fixtures/keda-scaledobject-crd.yaml``) and its external scaler (``enableTLS`` in the
+specification (https://keda.sh/docs/latest/reference/scaledobject-spec/; the tests apply it under
+the CRDs of KEDA v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enableTLS`` in the
 trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters, which
 KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a copy
 carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
@@ -274,8 +274,8 @@ def _notes(
             "within 10% of the current count (e.g. 10 -> 11 replicas) is ignored."
         )
     notes.append(
-        f"fallback: after {options.fallback_failure_threshold} consecutive errors from presage (stale, "
-        f"unreachable) KEDA holds max(current replicas, {floor}): never a scale-down on failure"
+        f"fallback: once more than {options.fallback_failure_threshold} consecutive requests to presage have "
+        f"failed (stale, unreachable), KEDA holds max(current replicas, {floor}): never a scale-down on failure"
         + (
             "; the default floor max(minReplicas, 1) adds no scale-up either, and --fallback-replicas raises it."
             if options.fallback_replicas is None

@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fallback-failure-threshold",
         type=int,
         default=DEFAULT_FAILURE_THRESHOLD,
-        help=f"consecutive presage errors before KEDA falls back (default: {DEFAULT_FAILURE_THRESHOLD})",
+        help="KEDA falls back once more than this many consecutive requests to presage fail "
+        f"(default: {DEFAULT_FAILURE_THRESHOLD})",
     )
     parser.add_argument(
         "--fallback-replicas",

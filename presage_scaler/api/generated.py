@@ -8,10 +8,16 @@ from presage_scaler.api.crdgen import crd_filename, render_crd
 from presage_scaler.api.docgen import render_reference
 from presage_scaler.api.types import KINDS
 
+CRD_FOLDERS = ("crds", "charts/presage/crds")
+
 
 def generated_files() -> dict[str, str]:
-    """Repository-relative path → content of every generated file."""
-    files = {f"crds/{crd_filename(kind)}": render_crd(kind) for kind in KINDS}
+    """Repository-relative path → content of every generated file.
+
+    The CRDs are written twice: ``crds/`` for ``kubectl apply``, and the Helm chart's ``crds/``
+    (Helm reads CRDs only from inside the chart).
+    """
+    files = {f"{folder}/{crd_filename(kind)}": render_crd(kind) for folder in CRD_FOLDERS for kind in KINDS}
     files["docs/api-reference.md"] = render_reference()
     return files
 

@@ -24,6 +24,7 @@ from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scalers import PREDICTIVE_SCALERS, ScalerController
 from presage_scaler.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
+from presage_scaler.keda import StalenessBound
 from presage_scaler.kube import config as kube_config
 from presage_scaler.kube.client import KubeClient
 from presage_scaler.kube.events import EventRecorder
@@ -59,6 +60,7 @@ class ControllerOptions:
     concurrency: int = 32
     probe_period: float = 30.0
     prometheus_timeout: float = 10.0
+    staleness: StalenessBound = field(default_factory=StalenessBound)
 
 
 @dataclass
@@ -140,6 +142,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             host=options.grpc_host,
             tls=options.grpc_tls,
             observe=metrics.observe_grpc_request,
+            staleness=options.staleness,
         )
 
         def ready() -> bool | str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from datetime import timedelta
 from pathlib import Path
 
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
 from presage_scaler.grpc_server import TLSConfig
 from presage_scaler.http_server import TLSFiles
+from presage_scaler.keda import StalenessBound
 from presage_scaler.kube.config import add_kubeconfig_arguments
 
 
@@ -38,6 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--identity", help="leader election identity (default: hostname plus a random suffix)")
     parser.add_argument("--concurrency", type=int, default=32, help="evaluations in flight at once (default: 32)")
     parser.add_argument("--probe-period", type=float, default=30.0, help="ForecastBackend probe period, seconds")
+    default = StalenessBound()
+    parser.add_argument(
+        "--staleness-factor",
+        type=float,
+        default=default.factor,
+        help="KEDA gets UNAVAILABLE for a recommendation older than max(factor x the scaler's interval, floor) "
+        f"(default: {default.factor:g})",
+    )
+    parser.add_argument(
+        "--staleness-floor",
+        type=float,
+        default=default.floor.total_seconds(),
+        help=f"seconds; see --staleness-factor (default: {default.floor.total_seconds():g})",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default: INFO)")
 
 
@@ -52,6 +68,8 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
     if bool(args.http_tls_cert) != bool(args.http_tls_key):
         raise SystemExit("presage run: --http-tls-cert and --http-tls-key go together")
     http_tls = TLSFiles(args.http_tls_cert, args.http_tls_key) if args.http_tls_cert else None
+    if not (args.staleness_factor > 0 and args.staleness_floor >= 0):
+        raise SystemExit("presage run: --staleness-factor must be above 0 and --staleness-floor at least 0")
     extra = {"identity": args.identity} if args.identity else {}
     return ControllerOptions(
         kubeconfig=args.kubeconfig,
@@ -69,6 +87,7 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         retry_period=args.retry_period,
         concurrency=args.concurrency,
         probe_period=args.probe_period,
+        staleness=StalenessBound(args.staleness_factor, timedelta(seconds=args.staleness_floor)),
         **extra,
     )
 

@@ -7,7 +7,6 @@ be built the fixtures fail with pip's output: they never skip.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +19,7 @@ from tests.harness.forecaster import (
     build_checkpoint,
     ensure_forecaster_venv,
 )
+from tests.harness.pytest_output import uncaptured
 
 
 class ForecasterFactory(Protocol):
@@ -34,16 +34,11 @@ class ForecasterFactory(Protocol):
     ) -> ForecasterServer: ...
 
 
-def _uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
-    capture = config.pluginmanager.getplugin("capturemanager")  # absent under -p no:capture
-    return capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-
-
 @pytest.fixture(scope="session")
 def forecaster_python(pytestconfig: pytest.Config) -> Path:
     """The python of the cached forecaster venv (torch + timesfm), built on first use."""
     # The first build downloads a few GB: show its progress live instead of letting pytest hold it.
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         try:
             return ensure_forecaster_venv()
         except ForecasterUnavailable as exc:

@@ -7,7 +7,6 @@ or a failed build is a test error, never a silent skip.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import uuid
@@ -16,13 +15,9 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from tests.harness.kube import KubeControlPlane, KubeHarnessError, ensure_kube_binaries
+from tests.harness.pytest_output import uncaptured
 
 _planes: list[KubeControlPlane] = []
-
-
-def _uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
-    capture = config.pluginmanager.getplugin("capturemanager")  # absent under -p no:capture
-    return capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +27,7 @@ def kube_control_plane(pytestconfig: pytest.Config) -> Iterator[KubeControlPlane
         pytest.skip("PRESAGE_SKIP_KUBE=1: Kubernetes integration tests skipped on request")
     # The first build takes many minutes: show its progress (and any start-up failure)
     # live instead of letting pytest swallow it.
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         try:
             plane = KubeControlPlane(ensure_kube_binaries()).start()
         except KubeHarnessError as exc:
@@ -41,7 +36,7 @@ def kube_control_plane(pytestconfig: pytest.Config) -> Iterator[KubeControlPlane
     _planes.append(plane)
     yield plane
     _planes.remove(plane)
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         plane.stop()
 
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,23 +32,22 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.harness.cache import cache_dir, exclusive
 from tests.harness.certs import issue, private_pem
-from tests.harness.process import ServerProcess, free_ports, tail
+from tests.harness.gobuild import RECIPE_VERSION, GoBuild, ensure_built
+from tests.harness.process import ServerProcess, free_ports
 
 K8S_MODULE_DIR = Path(__file__).resolve().parents[1] / "k8s"
 
-# Packages built from tests/k8s/go.mod, and the file names they are cached under.
+# Packages built from tests/k8s/go.mod for the control plane, and the file names they are cached under.
 _COMMANDS = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
     "etcd": "go.etcd.io/etcd/server/v3",
 }
-# Bump to invalidate every cached build when the recipe below changes.
-_RECIPE_VERSION = "1"
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 class KubeHarnessError(RuntimeError):
@@ -77,67 +77,20 @@ def _required_version(go_mod: str, module: str) -> str:
     return match.group(1)
 
 
-def _find_go() -> str:
-    go = shutil.which("go") or next(
-        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(p, os.X_OK)), None
-    )
-    if go is None:
-        raise KubeHarnessError(
-            "cannot build the Kubernetes test control plane: the `go` toolchain (>= 1.26) is not on "
-            "PATH. Install Go, or set PRESAGE_SKIP_KUBE=1 to skip the Kubernetes integration tests."
-        )
-    return go
+def kubernetes_build(what: str, cache: str, commands: Mapping[str, str]) -> GoBuild:
+    """Commands of the ``tests/k8s`` module, cached in ``$PRESAGE_CACHE/<cache>/<k8s-version>-<digest>``.
 
-
-def ensure_kube_binaries() -> KubeBinaries:
-    """Return the cached kube-apiserver, kubectl and etcd, building them first if needed.
-
-    The cache directory is ``$PRESAGE_CACHE/kube/<k8s-version>-<digest>``: the digest covers
-    go.mod, go.sum and the build recipe, so changing a pin never reuses a stale build.
+    The digest covers go.mod, go.sum and the build recipe, so changing a pin never reuses a stale
+    build. Kubernetes commands are stamped with the real version: kubectl's version-skew check and
+    the API server's compatibility-version logic read it (unstamped, they report v0.0.0-master).
     """
     go_mod = (K8S_MODULE_DIR / "go.mod").read_text()
     go_sum = (K8S_MODULE_DIR / "go.sum").read_bytes()
     k8s_version = _required_version(go_mod, "k8s.io/kubernetes")
-    etcd_version = _required_version(go_mod, "go.etcd.io/etcd/server/v3")
-    digest = hashlib.sha256(go_mod.encode() + go_sum + _RECIPE_VERSION.encode()).hexdigest()[:12]
-
-    root = cache_dir("kube")
-    final = root / f"{k8s_version}-{digest}"
-    binaries = KubeBinaries(
-        kube_apiserver=final / "kube-apiserver",
-        kubectl=final / "kubectl",
-        etcd=final / "etcd",
-        kubernetes_version=k8s_version,
-        etcd_version=etcd_version,
-    )
-    if final.is_dir():
-        return binaries
-
-    # Another pytest process (xdist worker, parallel CI job) may be building the same
-    # version: wait for it instead of compiling twice, then re-check the cache.
-    with exclusive(root / ".build.lock", f"building into {root}"):
-        if final.is_dir():
-            return binaries
-        # Leftovers of builds that were killed outright; only the lock holder builds.
-        for stale in root.glob(".tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{k8s_version}-", dir=root))
-        try:
-            _build(_find_go(), k8s_version, tmp)
-            tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by users
-            # rename() is atomic: readers see either no directory or a complete one.
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return binaries
-
-
-def _build(go: str, k8s_version: str, out: Path) -> None:
+    digest = hashlib.sha256(go_mod.encode() + go_sum + RECIPE_VERSION.encode()).hexdigest()[:12]
     major, minor = k8s_version.removeprefix("v").split(".")[:2]
-    # Stamp the real version: kubectl's version-skew check and the API server's
-    # compatibility-version logic read it (an unstamped build reports v0.0.0-master).
     version_pkg = "k8s.io/component-base/version"
-    k8s_ldflags = " ".join(
+    stamped = " ".join(
         [
             "-s -w",
             f"-X {version_pkg}.gitVersion={k8s_version}",
@@ -147,38 +100,28 @@ def _build(go: str, k8s_version: str, out: Path) -> None:
             f"-X {version_pkg}.buildDate=1970-01-01T00:00:00Z",
         ]
     )
-    env = dict(os.environ)
-    # go.sum in tests/k8s is complete, so never touch it and never need sum.golang.org
-    # (CI reaches the module proxy only). CGO is off: static binaries, no C toolchain needed.
-    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly -buildvcs=false").strip()
-    env["CGO_ENABLED"] = "0"
-    print(file=sys.stderr)  # pytest prints the test name without a newline before this
-    _log(f"building Kubernetes {k8s_version} control plane into {out.parent} (first time: many minutes)")
-    started = time.monotonic()
-    for name, package in _COMMANDS.items():
-        ldflags = k8s_ldflags if package.startswith("k8s.io/") else "-s -w"
-        cmd = [go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(out / name), package]
-        _run_with_heartbeat(cmd, env, f"go build {name}", out / f"build-{name}.log")
-    _log(f"built control plane binaries in {time.monotonic() - started:.0f}s")
+    return GoBuild(
+        what=f"{what} {k8s_version}",
+        cache=cache,
+        key=f"{k8s_version}-{digest}",
+        source=lambda: K8S_MODULE_DIR,
+        commands=commands,
+        ldflags={name: stamped for name, package in commands.items() if package.startswith("k8s.io/")},
+    )
 
 
-def _run_with_heartbeat(cmd: list[str], env: dict[str, str], what: str, log_path: Path) -> None:
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=K8S_MODULE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
-        while True:
-            try:
-                proc.wait(timeout=30)
-                break
-            except subprocess.TimeoutExpired:
-                _log(f"{what}: still compiling ({time.monotonic() - started:.0f}s)")
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-    if proc.returncode != 0:
-        raise KubeHarnessError(f"{what} failed (exit {proc.returncode}):\n{tail(log_path)}")
-    _log(f"{what}: done in {time.monotonic() - started:.0f}s")
+def ensure_kube_binaries() -> KubeBinaries:
+    """Return the cached kube-apiserver, kubectl and etcd, building them first if needed."""
+    go_mod = (K8S_MODULE_DIR / "go.mod").read_text()
+    build = kubernetes_build("Kubernetes control plane", "kube", _COMMANDS)
+    final = ensure_built(build, KubeHarnessError)
+    return KubeBinaries(
+        kube_apiserver=final / "kube-apiserver",
+        kubectl=final / "kubectl",
+        etcd=final / "etcd",
+        kubernetes_version=_required_version(go_mod, "k8s.io/kubernetes"),
+        etcd_version=_required_version(go_mod, "go.etcd.io/etcd/server/v3"),
+    )
 
 
 # --------------------------------------------------------------------------- certificates
@@ -193,6 +136,9 @@ class _Pki:
     admin_key: Path
     sa_public: Path
     sa_private: Path
+    front_proxy_ca: Path
+    proxy_client_cert: Path
+    proxy_client_key: Path
 
 
 def _generate_pki(directory: Path) -> _Pki:
@@ -205,6 +151,9 @@ def _generate_pki(directory: Path) -> _Pki:
         admin_key=directory / "admin.key",
         sa_public=directory / "sa.pub",
         sa_private=directory / "sa.key",
+        front_proxy_ca=directory / "front-proxy-ca.crt",
+        proxy_client_cert=directory / "front-proxy-client.crt",
+        proxy_client_key=directory / "front-proxy-client.key",
     )
     ca = issue("presage-test-ca", ca=True)
     pki.ca_cert.write_bytes(ca.cert)
@@ -239,6 +188,15 @@ def _generate_pki(directory: Path) -> _Pki:
     pki.sa_public.write_bytes(
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
+
+    # The aggregation layer: the API server proxies to extension API servers (KEDA's metrics adapter)
+    # with this client certificate, which they trust through the front-proxy CA it publishes in
+    # kube-system/extension-apiserver-authentication. A CA of its own, as kubeadm does: a certificate
+    # of the main CA must not be able to assert a user in request headers.
+    front_proxy_ca = issue("presage-test-front-proxy-ca", ca=True)
+    pki.front_proxy_ca.write_bytes(front_proxy_ca.cert)
+    proxy_client = issue(FRONT_PROXY_CLIENT, front_proxy_ca, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    proxy_client.write(pki.proxy_client_cert, pki.proxy_client_key)
     return pki
 
 
@@ -378,6 +336,14 @@ class KubeControlPlane:
             f"--service-account-key-file={pki.sa_public}",
             f"--service-account-signing-key-file={pki.sa_private}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # The aggregation layer, for extension API servers such as KEDA's metrics adapter.
+            f"--requestheader-client-ca-file={pki.front_proxy_ca}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki.proxy_client_cert}",
+            f"--proxy-client-key-file={pki.proxy_client_key}",
             # Self-signed loopback certs would otherwise be written to /var/run/kubernetes.
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             "--allow-privileged=true",

@@ -1,7 +1,7 @@
 """KEDA's view of presage with the whole controller running against a real API server and Prometheus.
 
 The controller (`presage run`, in process) evaluates a PredictiveScaler and watches ScaledObjects
-(the stand-in CRD in tests/fixtures); the test calls GetMetrics/IsActive over the real gRPC port,
+(KEDA's own CRD, no KEDA running); the test calls GetMetrics/IsActive over the real gRPC port,
 exactly as KEDA does, and checks that Shadow never changes the replica count, alone or beside
 other triggers, that Enforce serves the recommendation, and that namespaces are respected.
 """

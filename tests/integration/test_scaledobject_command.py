@@ -1,5 +1,6 @@
 """`presage scaledobject` end to end: the real CLI reads a PredictiveScaler from a real API server, and
-what it prints is accepted by the API server under the ScaledObject schema (tests/fixtures)."""
+what it prints is accepted by the API server under KEDA's own ScaledObject schema (KEDA v2.21.0's CRDs).
+tests/e2e runs it through a real KEDA and HPA."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_mutual_tls_output_is_accepted_too(cluster, kube_namespace) -> None:
 
 
 def test_the_schema_is_not_a_rubber_stamp(cluster, kube_namespace) -> None:
-    # The acceptance above means something only if the stand-in CRD refuses what KEDA's would.
+    # The acceptance above means something only if KEDA's CRD refuses what KEDA would.
     apply(cluster, web_scaler(), kube_namespace)
     result = presage(cluster, "web", "-n", kube_namespace, "--tls")
     assert result.returncode == 0, result.stderr

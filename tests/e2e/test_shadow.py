@@ -1,0 +1,46 @@
+"""Shadow: presage recommends, the replica count never moves because of it, alone or beside a trigger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.e2e.workload import Workload
+from tests.harness.presage_cluster import eventually
+
+pytestmark = pytest.mark.e2e
+
+RUNNING = 4
+RECOMMENDED = 9
+
+
+async def test_shadow_never_moves_the_replicas(workload: Callable[[], Workload]) -> None:
+    web = workload()
+    web.deploy(replicas=RUNNING)
+    web.scaler(mode="Shadow", min_replicas=1)
+    scaled_object = web.scaled_object()  # printed while minReplicas is 1, so the HPA's minimum is 1
+    web.apply_scaled_object(scaled_object)
+    web.scaler(mode="Shadow", min_replicas=RECOMMENDED)
+    await eventually(web.recommended, lambda n: n == RECOMMENDED, timeout=60, what="presage to recommend 9")
+
+    # Alone: the HPA reads presage's answer, the current count, and keeps it.
+    await eventually(web.hpa_read, lambda v: v == [RUNNING], timeout=60, what="the HPA to read the current count")
+    await web.holds(web.replicas, lambda n: n == RUNNING, 10, "the running count in Shadow")
+    assert web.recommended() == RECOMMENDED
+
+    # Beside a second trigger (KEDA's metrics-api, reading the test's JSON), that trigger alone decides.
+    other = {
+        "type": "metrics-api",
+        "metricType": "AverageValue",
+        "metadata": {"url": f"http://{web.demand.address}/json", "valueLocation": "other", "targetValue": "1"},
+    }
+    for wanted in (6, 2):
+        web.demand.set(other=float(wanted))
+        scaled_object["spec"]["triggers"][1:] = [other]
+        web.apply_scaled_object(scaled_object)
+        await eventually(web.replicas, lambda n, wanted=wanted: n == wanted, timeout=60, what=f"{wanted} replicas")
+        # presage answers 0, so the HPA's maximum over the two is the other trigger's.
+        assert web.hpa_read() == [0, wanted]
+        await web.holds(web.replicas, lambda n, wanted=wanted: n == wanted, 6, f"{wanted} replicas")
+    assert web.recommended() == RECOMMENDED
