@@ -3,7 +3,10 @@
 The binaries are built from the Go module in ``tests/k8s`` (pinned there) and cached
 outside the clone, keyed by the Kubernetes version; see ``tests/k8s/README.md``.
 Only the API server runs: no controller-manager, scheduler or kubelet, so objects are
-stored and served (RBAC, admission, CRDs, TokenRequest all work) but never reconciled.
+stored and served (RBAC, admission, CRDs, TokenRequest all work) but never reconciled;
+:mod:`tests.harness.kube_controllers` adds the controllers where a test needs them. The
+aggregation layer is configured (front-proxy CA and client certificate), so extension API
+servers such as KEDA's metrics adapter can be registered with an APIService.
 """
 
 from __future__ import annotations
