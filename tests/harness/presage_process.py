@@ -21,11 +21,10 @@ from tests.harness.process import ServerProcess, free_ports
 _PORT_FLAGS = ("--grpc-port=", "--http-port=")
 
 
-def scaler_container(manifest: list[dict[str, Any]], name: str = "presage-scaler") -> dict[str, Any]:
-    """The scaler container of Deployment ``name`` among a release's rendered objects."""
+def scaler_pod(manifest: list[dict[str, Any]], name: str = "presage-scaler") -> dict[str, Any]:
+    """The pod spec of Deployment ``name`` among a release's rendered objects."""
     [deployment] = [o for o in manifest if o and o["kind"] == "Deployment" and o["metadata"]["name"] == name]
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    return {**container, "serviceAccountName": deployment["spec"]["template"]["spec"]["serviceAccountName"]}
+    return deployment["spec"]["template"]["spec"]
 
 
 class PresageScaler:
@@ -37,11 +36,12 @@ class PresageScaler:
     READY_TIMEOUT_S = 60.0
 
     def __init__(self, plane: KubeControlPlane, manifest: list[dict[str, Any]], namespace: str, workdir: Path) -> None:
-        container = scaler_container(manifest)
+        pod = scaler_pod(manifest)
+        [container] = pod["containers"]
         self.plane = plane
         self.namespace = namespace
         self.workdir = workdir
-        self.service_account = container["serviceAccountName"]
+        self.service_account: str = pod["serviceAccountName"]
         self.chart_args: list[str] = container["args"]
         self.grpc_port, self.http_port = free_ports(2)
         self._process: ServerProcess | None = None

@@ -19,7 +19,7 @@ from presage_scaler.cli import build_parser
 from tests.harness.chart_manifests import stale_manifests
 from tests.harness.helm import CHART, Helm, ensure_helm
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
-from tests.harness.presage_process import scaler_container
+from tests.harness.presage_process import scaler_pod
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +89,7 @@ def mounted_secret(pod: dict[str, Any], container: dict[str, Any], path: str) ->
 
 
 def test_default_args_are_the_documented_ones(helm: Helm) -> None:
-    container = scaler_container(list(render(helm, {}).values()))
+    [container] = scaler_pod(list(render(helm, {}).values()))["containers"]
     assert container["args"] == ["run", "--grpc-port=9090", "--http-port=8080", "--lease-name=presage-scaler"]
 
 
