@@ -9,8 +9,11 @@ simulated clock and batched forecasts. Both run the same decision code.
 Sizing window: a scale-down takes effect at once, capacity added now arrives one lead time later,
 and the count then holds until the next evaluation's pods arrive one interval after that. So each
 signal is sized to its calibrated forecast of the highest demand from the next step up to lead time
-plus interval (:mod:`presage_scaler.calibration`), at targetQuantile (the size) and
-scaleDownQuantile (the uncertainty guard's lower value). ``lastForecast`` still reports the
+plus interval (:func:`sizing_window`, :mod:`presage_scaler.calibration`), at targetQuantile (the
+size) and scaleDownQuantile (the uncertainty guard's lower value). A horizon shorter than the window
+(``forecast.horizon`` set below it, or the backend's ``maxHorizon``) cuts the backend's forecast, not
+the window: the forecast's maximum is read over the steps it covers, and calibration, which scores
+past forecasts against the whole window, accounts for the rest. ``lastForecast`` still reports the
 backend's own forecast at the lead-time step.
 """
 

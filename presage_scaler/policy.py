@@ -4,7 +4,8 @@ Order of application (each step sees the previous step's number; the last step t
 number is reported as ``breakdown.constraint``, ``""`` when the forecast alone decided):
 
 1. **Forecast → replicas, per signal.** demand = the target-quantile forecast of the signal's highest
-   demand over its sizing window (calibrated; see :mod:`presage_scaler.calibration`) plus headroom
+   demand over its sizing window, from the next step up to lead time + interval (calibrated; see
+   :mod:`presage_scaler.evaluator` and :mod:`presage_scaler.calibration`) plus headroom
    (absolute signal units, or a percentage of that forecast); replicas =
    ⌈demand / per-replica capacity⌉. The largest requirement binds (``bindingSignal``; the first
    signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both
