@@ -155,6 +155,7 @@ def test_a_scaler_yaml_with_overrides(tmp_path):
         ([str(EXAMPLE), "--per-replica", "1", "--lead-time", "5m", "--warmup", "30d"], "warm-up"),
         ([str(EXAMPLE), "--per-replica", "1", "--lead-time", "5m", "--target-quantile", "0.3"], "scaleDownQuantile"),
         (["--per-replica", "1", "--lead-time", "5m"], "give a TRACE file"),
+        (["--prometheus", "http://p", "--query", "q", "--start", "soon", "--end", "0"], "--start: cannot read"),
     ],
 )
 def test_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):

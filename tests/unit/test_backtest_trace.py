@@ -73,6 +73,9 @@ def test_rows_out_of_order_are_sorted(tmp_path):
         ("time,count\n0,1\n60,2\n", "'value' column"),
         ("timestamp,value\n0,1\nyesterday,2\n", "cannot read a timestamp"),
         ("timestamp,value\n0,a\n60,b\n", "no numeric values"),
+        ("timestamp,value\n1e12,1\n1000000000060,2\n", "trace.csv:2: '1e12' is not a time between the years 1"),
+        ("timestamp,value\n0,1\n60,2,3\n", "not a CSV file: .*Expected 2 fields in line 3"),
+        ("", "no rows"),
     ],
 )
 def test_unusable_traces_are_refused(tmp_path, text, message):
@@ -96,6 +99,13 @@ def test_resample_averages_whole_blocks():
     coarse = trace_of([1, 2, 3, 4, 5, 6, 7]).resample(timedelta(minutes=3))
     assert coarse.values.tolist() == [2.0, 5.0]
     assert coarse.step == timedelta(minutes=3)
+
+
+def test_a_resampled_block_is_a_gap_only_when_all_of_it_was():
+    gaps = np.array([True, True, False, True, True, True, False])
+    coarse = replace(trace_of([1, 2, 3, 4, 5, 6, 7]), gaps=gaps).resample(timedelta(minutes=2))
+    assert coarse.gaps.tolist() == [True, False, True]
+    assert coarse.start == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_resample_to_a_non_multiple_is_refused():
