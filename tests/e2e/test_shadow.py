@@ -39,8 +39,12 @@ async def test_shadow_never_moves_the_replicas(workload: Callable[[], Workload])
         web.demand.set(other=float(wanted))
         scaled_object["spec"]["triggers"][1:] = [other]
         web.apply_scaled_object(scaled_object)
-        await eventually(web.replicas, lambda n, wanted=wanted: n == wanted, timeout=60, what=f"{wanted} replicas")
         # presage answers 0, so the HPA's maximum over the two is the other trigger's.
-        assert web.hpa_read() == [0, wanted]
+        await eventually(
+            lambda: (web.replicas(), web.hpa_read()),
+            lambda state, wanted=wanted: state == (wanted, [0, wanted]),
+            timeout=60,
+            what=f"{wanted} replicas, the HPA reading 0 from presage and {wanted} from the other trigger",
+        )
         await web.holds(web.replicas, lambda n, wanted=wanted: n == wanted, 6, f"{wanted} replicas")
     assert web.recommended() == RECOMMENDED
