@@ -125,14 +125,15 @@ def write_decisions(result: BacktestResult, path: Path) -> None:
 def explanation(result: BacktestResult) -> list[str]:
     """Coverage, what decided presage's count, and the note, as lines for the terminal and the report."""
     policy, covered = result.plan.spec.policy, result.coverage
-    decisions = sum(constraint_counts(result.presage, result.plan.report_from).values())
+    counts = constraint_counts(result.presage, result.plan.report_from)
+    decisions = sum(counts.values())
     lines = [
         f"calibration after the warm-up: the sizing window's highest demand was at or below the q"
         f"{policy.target_quantile:g} forecast {100 * covered.target:.1f} % of the time and the q"
         f"{policy.scale_down_quantile:g} forecast {100 * covered.scale_down:.1f} % ({covered.decisions} decisions, "
         f"{100 * covered.calibrated:.0f} % calibrated)",
         f"what decided presage's count in the {decisions} decisions after the warm-up: "
-        + ", ".join(f"{name} {100 * share:.0f} %" for name, share in result.constraint_shares.items()),
+        + ", ".join(f"{name} {count} ({100 * count / decisions:.1f} %)" for name, count in counts.items()),
     ]
     if sentence := note(result.constraint_shares, policy):
         lines.append(sentence)

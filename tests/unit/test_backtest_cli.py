@@ -118,9 +118,10 @@ def test_the_table_is_printed_counting_the_summarys_decisions(tmp_path, capsys):
     assert "the sizing window's highest demand was at or below the q0.9 forecast" in output
     assert "ForecastUncertainty held" in output
     presage = json.loads((tmp_path / "out" / "summary.json").read_text())["presage"]
-    shares = ", ".join(f"{name} {100 * share:.0f} %" for name, share in presage["constraint_shares"].items())
-    decisions = sum(presage["constraints"].values())
-    assert f"what decided presage's count in the {decisions} decisions after the warm-up: {shares}\n" in output
+    counts, shares = presage["constraints"], presage["constraint_shares"]
+    decisions = sum(counts.values())
+    counted = ", ".join(f"{name} {counts[name]} ({100 * share:.1f} %)" for name, share in shares.items())
+    assert f"what decided presage's count in the {decisions} decisions after the warm-up: {counted}\n" in output
 
 
 def test_a_scaler_yaml_with_overrides(tmp_path):
