@@ -71,6 +71,7 @@ def style(figure: go.Figure, *, x_title: str, y_title: str, height: int = 420) -
         font={"family": FONT, "size": 12},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
         hovermode="x unified",
+        hoverlabel={"namelength": -1},
     )
     figure.update_xaxes(title_text=x_title)
     figure.update_yaxes(title_text=y_title, rangemode="tozero")

@@ -108,7 +108,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
         legendgroup="band",
         showlegend=False,
         line={"width": 0, "shape": "hv"},
-        yhoverformat=HOVER,
+        hovertemplate=f"forecast q{policy.scale_down_quantile:g}: %{{y:{HOVER}}}<extra></extra>",
         **plots.on_grid(lower, **grid),
     )
     figure.add_scatter(
@@ -117,7 +117,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
         fill="tonexty",
         fillcolor="rgba(31, 119, 180, 0.25)",
         line={"width": 0, "shape": "hv"},
-        yhoverformat=HOVER,
+        hovertemplate=f"forecast q{policy.target_quantile:g}: %{{y:{HOVER}}}<extra></extra>",
         **plots.on_grid(upper, **grid),
     )
     figure.add_scatter(
