@@ -24,7 +24,7 @@ from presage_scaler.api.quantities import (
     parse_duration,
     plain_number,
 )
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.types import FORECAST_BACKEND, ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.errors import BacktestError
@@ -83,9 +83,8 @@ def parse_per_replica(text: str) -> float:
     return value
 
 
-def load_object(path: Path, kind: str) -> dict[str, Any]:
-    """The spec in a YAML file holding a whole ``kind`` object (apiVersion/kind/metadata/spec) or just
-    its spec. A multi-document file must hold exactly one object of that kind."""
+def _documents(path: Path) -> list[Any]:
+    """The YAML documents in ``path``, refused in one line when they are not YAML or expand too far."""
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except (yaml.YAMLError, ValueError) as err:  # ValueError: an integer past Python's digit limit
@@ -94,15 +93,47 @@ def load_object(path: Path, kind: str) -> dict[str, Any]:
         raise BacktestError(f"{path}: not valid YAML: nested too deeply") from None
     if _nodes(documents, MAX_SPEC_NODES) > MAX_SPEC_NODES:
         raise BacktestError(f"{path}: more than {MAX_SPEC_NODES} values once aliases are expanded; not a spec")
+    return documents
+
+
+def load_document(path: Path, kind: str) -> dict[str, Any]:
+    """The ``kind`` object in a YAML file holding a whole object (apiVersion/kind/metadata/spec) or
+    just its spec (returned as ``{"spec": ...}``). A multi-document file must hold exactly one object
+    of that kind."""
+    documents = _documents(path)
     objects = [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
     if not objects and len(documents) == 1 and isinstance(documents[0], dict) and "kind" not in documents[0]:
-        return documents[0]
+        return {"spec": documents[0]}
     if len(objects) != 1:
         raise BacktestError(f"{path}: expected one {kind} (or just its spec), found {len(objects)}")
-    spec = objects[0].get("spec")
-    if not isinstance(spec, dict):
+    if not isinstance(objects[0].get("spec"), dict):
         raise BacktestError(f"{path}: the {kind} has no spec")
+    return objects[0]
+
+
+def load_object(path: Path, kind: str) -> dict[str, Any]:
+    """The spec of the ``kind`` object in a YAML file (:func:`load_document`)."""
+    spec: dict[str, Any] = load_document(path, kind)["spec"]
     return spec
+
+
+def backend_beside(path: Path, scaler: dict[str, Any]) -> dict[str, Any] | None:
+    """The spec of the ForecastBackend that the PredictiveScaler spec ``scaler`` uses (its
+    ``forecast.backendRef``, else ``default``) when the file ``path`` holds it too, as the files
+    ``presage tune`` writes do; None otherwise."""
+    forecast = scaler.get("forecast")
+    name = (forecast.get("backendRef") if isinstance(forecast, dict) else None) or "default"
+    for document in _documents(path):
+        if (
+            isinstance(document, dict)
+            and document.get("kind") == FORECAST_BACKEND.name
+            and isinstance(document.get("metadata"), dict)
+            and document["metadata"].get("name") == name
+            and isinstance(document.get("spec"), dict)
+        ):
+            spec: dict[str, Any] = document["spec"]
+            return spec
+    return None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,14 @@ from pathlib import Path
 from presage_scaler.api.parse import SpecError
 from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backends.base import BackendError
-from presage_scaler.backtest.config import Overrides, backend_spec, load_object, make_backend, scaler_spec
+from presage_scaler.backtest.config import (
+    Overrides,
+    backend_beside,
+    backend_spec,
+    load_object,
+    make_backend,
+    scaler_spec,
+)
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.output import table, write_decisions, write_summary
 from presage_scaler.backtest.progress import ProgressBar
@@ -48,7 +55,10 @@ def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
         headroom=args.headroom,
         max_replicas=args.max_replicas,
     )
-    backend_data = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
+    if args.backend_spec:
+        backend_data = load_object(args.backend_spec, FORECAST_BACKEND.name)
+    else:  # the backend the spec names, when its file holds it (presage tune writes both)
+        backend_data = backend_beside(args.spec, spec_data) if args.spec and spec_data else None
     return Setup(
         spec=scaler_spec(trace, spec_data, overrides),
         backend=make_backend(backend_spec(backend_data, args.season, args.cycles)),
