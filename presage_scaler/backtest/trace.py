@@ -197,12 +197,24 @@ def load_csv(path: Path) -> Trace:
     return on_grid(times, values, str(path), offset)
 
 
-async def load_prometheus(address: str, query: str, start: datetime, end: datetime, step: timedelta) -> Trace:
+async def load_prometheus(
+    address: str,
+    query: str,
+    start: datetime,
+    end: datetime,
+    step: timedelta,
+    *,
+    bearer_token: str | None = None,
+    insecure_skip_verify: bool = False,
+) -> Trace:
     """Read a trace with a range query. A Prometheus sample at ``τ`` covers the step that ends at
     ``τ`` (``rate(x[1m])`` at ``τ`` is the last minute's), so the trace starts one step before the
     first sample: a decision at ``τ`` sees the sample at ``τ``, as the controller does. The client
-    fills gaps without saying which steps they were, so ``gaps`` is all False here."""
-    async with PrometheusClient(address) as client:
+    fills gaps without saying which steps they were, so ``gaps`` is all False here. The token and
+    TLS setting are a PredictiveScaler's (``presage tune --scaler``)."""
+    async with PrometheusClient(
+        address, bearer_token=bearer_token, insecure_skip_verify=insecure_skip_verify
+    ) as client:
         series = await client.query_range(query, start, end, step)
     negative = np.flatnonzero(series.values < 0)
     if negative.size:
