@@ -9,7 +9,7 @@ of one-minute steps to a few hundred kilobytes per line. plotly comes with the `
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from html import escape
 from typing import Any
@@ -99,3 +99,10 @@ def page(title: str, body: Iterable[str | go.Figure], css: str = "") -> str:
         f'<style>{CSS}{css}</style>\n<script type="text/javascript">{get_plotlyjs()}</script>\n</head><body>\n'
         f"{parts}\n</body></html>\n"
     )
+
+
+def table(rows: Iterable[Sequence[str]], header: Sequence[str]) -> str:
+    """An HTML table in the page's style; cells are HTML (escape text first), the header is text."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"

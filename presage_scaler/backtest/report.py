@@ -11,7 +11,6 @@ answer one question, with the numbers behind them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from html import escape
 from pathlib import Path
@@ -254,12 +253,6 @@ def cost_figure(result: BacktestResult) -> go.Figure:
     return figure
 
 
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def _summary_table(document: dict[str, Any], result: BacktestResult) -> str:
     rows = []
     for name in POLICIES:
@@ -279,14 +272,14 @@ def _summary_table(document: dict[str, Any], result: BacktestResult) -> str:
             ]
         )
     header = ["policy", "headroom", "under-provisioned time %", "unserved demand %", "replica-hours"]
-    return _table(rows, [*header, "cost vs oracle", "changes", "largest shortfall"])
+    return plots.table(rows, [*header, "cost vs oracle", "changes", "largest shortfall"])
 
 
 def _constraint_table(result: BacktestResult) -> str:
     counts = constraint_counts(result.presage, result.plan.report_from)
     total = sum(counts.values())
     rows = [[escape(name), str(count), f"{100 * count / total:.1f} %"] for name, count in counts.items()]
-    return _table(rows, ["constraint", "decisions", "share"])
+    return plots.table(rows, ["constraint", "decisions", "share"])
 
 
 def _headline(document: dict[str, Any]) -> str:
@@ -350,7 +343,7 @@ def render(result: BacktestResult) -> str:
         ),
         _constraint_table(result),
         "<h2>Parameters</h2>",
-        _table([[escape(k), escape(str(v))] for k, v in params.items()], ["parameter", "value"]),
+        plots.table([[escape(k), escape(str(v))] for k, v in params.items()], ["parameter", "value"]),
         "<h2>The PredictiveScaler spec that was replayed</h2>",
         f"<pre>{escape(spec_yaml)}</pre>",
     ]
