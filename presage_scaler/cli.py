@@ -12,6 +12,7 @@ from presage_scaler import scaledobject_command
 from presage_scaler.api.generated import stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
 from presage_scaler.controller import command as run_command
+from presage_scaler.tune import command as tune_command
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -51,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backtest_command.add_arguments(backtest)
     backtest.set_defaults(func=_cmd_backtest)
+
+    tune = commands.add_parser(
+        "tune", help="find the cheapest policy that meets a service level on a demand trace (or a live scaler)"
+    )
+    tune_command.add_arguments(tune)
+    tune.set_defaults(func=tune_command.run)
 
     run = commands.add_parser(
         "run", help="run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"

@@ -1,0 +1,119 @@
+"""``presage tune``: its flags, and the check for the backtest extra before the run (:mod:`.from_flags`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from presage_scaler.api.quantities import parse_duration
+from presage_scaler.backtest import extra
+from presage_scaler.backtest.command import _typed as typed
+from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica, parse_span
+from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.kube import config as kube_config
+
+DEFAULT_LOOKBACK = timedelta(days=28)
+
+DESCRIPTION = """\
+Find the cheapest PredictiveScaler policy that meets a service level on your own history: the
+least replica-hours whose under-provisioned time is at most --slo (and, with --slo-unserved, whose
+unserved demand is at most that share). It searches targetQuantile, headroom, the scale-down
+uncertainty guard, scaleDownWindow, maxScaleDownRate and SeasonalNaive's season and cycles,
+replaying each candidate through the same simulator and decision code as `presage backtest`.
+
+It chooses on the earlier part of the trace and reports the chosen spec on a later part it never
+looked at (by default the last 7 days), beside your spec's and a reactive HPA's figures there.
+Writes spec.yaml (apply it; `presage backtest TRACE --spec spec.yaml` replays it), tune.json (every
+candidate) and report.html to --out.
+
+The starting spec is --spec, or the API's defaults with --per-replica and --lead-time, or with
+--scaler NAME a PredictiveScaler read from the cluster together with its signal's history.
+"""
+
+
+def parse_percent(text: str) -> float:
+    """A share of time or demand in percent, strictly between 0 and 100: ``1%``, ``0.5``."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 100.0:
+        raise ValueError(f"{text!r} is not a percentage between 0 and 100 (exclusive), such as 1%")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tune subcommand's flags."""
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("trace", nargs="?", type=Path, help="CSV with a header timestamp,value (or ts,value)")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
+    parser.add_argument(
+        "--slo", type=typed(parse_percent), required=True, help="most under-provisioned time allowed, e.g. 1%%"
+    )
+    parser.add_argument(
+        "--slo-unserved", type=typed(parse_percent), help="most unserved demand allowed too, e.g. 0.1%%"
+    )
+    parser.add_argument(
+        "--per-replica", type=typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
+    )
+    parser.add_argument(
+        "--lead-time", type=typed(parse_duration), help="how long a new pod takes to become ready, e.g. 5m"
+    )
+    parser.add_argument(
+        "--interval", type=typed(parse_duration), help="time between decisions (default: the spec's, or 1m)"
+    )
+    parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
+    parser.add_argument(
+        "--warmup",
+        type=typed(parse_span),
+        default=DEFAULT_WARMUP,
+        help="leading time counted in neither part, e.g. 7d (default: 7d)",
+    )
+    parser.add_argument(
+        "--holdout",
+        type=typed(parse_span),
+        help="how much of the trace's end to hold out (default: 7d, less when the trace is short)",
+    )
+    parser.add_argument("--spec", type=Path, help="starting PredictiveScaler YAML (whole object or just its spec)")
+    parser.add_argument("--backend-spec", type=Path, help="starting ForecastBackend YAML (default: SeasonalNaive)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="processes that forecast at once (default: all CPUs)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
+    source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
+    source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")
+    source.add_argument("--query", help="PromQL returning exactly one series")
+    source.add_argument("--start", help="ISO-8601 or Unix seconds")
+    source.add_argument("--end", help="ISO-8601 or Unix seconds")
+    source.add_argument("--step", type=typed(parse_duration), default=timedelta(minutes=1), help="default: 1m")
+    live = parser.add_argument_group(
+        "tuning a PredictiveScaler in the cluster (its spec, backend and query; --prometheus replaces the "
+        "query's address when it is not reachable from here)"
+    )
+    live.add_argument("--scaler", metavar="NAME", help="the PredictiveScaler to read")
+    live.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's)")
+    live.add_argument(
+        "--lookback",
+        type=typed(parse_span),
+        default=DEFAULT_LOOKBACK,
+        help="how much of its signal's history to read, ending now (default: 28d)",
+    )
+    kube_config.add_kubeconfig_arguments(live)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tune as the flags say; 2 with one line on stderr when it cannot run."""
+    try:
+        extra.require()
+    except BacktestError as err:
+        print(f"presage tune: {err}", file=sys.stderr)
+        return 2
+    # Imported only now: it reads traces with pandas and draws with plotly, from the backtest extra.
+    from presage_scaler.tune.from_flags import run_from_flags
+
+    return run_from_flags(args)

@@ -1,0 +1,9 @@
+"""The one error type of ``presage tune``: input it cannot tune on, with a message for the user."""
+
+from __future__ import annotations
+
+from presage_scaler.backtest.errors import BacktestError
+
+
+class TuneError(BacktestError):
+    """A tuning run that cannot go ahead as asked; the message says what to change."""

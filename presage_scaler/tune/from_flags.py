@@ -1,0 +1,130 @@
+"""``presage tune`` from its parsed flags to the terminal table and the files in ``--out``.
+
+Needs the ``backtest`` extra: :mod:`presage_scaler.tune.command` imports this module only once
+:func:`presage_scaler.backtest.extra.require` has passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from presage_scaler.api.parse import SpecError
+from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
+from presage_scaler.backends.base import BackendError
+from presage_scaler.backtest.config import (
+    Overrides,
+    backend_beside,
+    backend_spec,
+    load_document,
+    load_object,
+    scaler_spec,
+)
+from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.from_flags import _trace as trace_from_flags
+from presage_scaler.backtest.progress import ProgressBar
+from presage_scaler.backtest.trace import Trace
+from presage_scaler.evaluator import EvaluationError
+from presage_scaler.leadtime import HorizonError
+from presage_scaler.prometheus import PrometheusError
+from presage_scaler.scaledobject_command import CommandError
+from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.live import read_live
+from presage_scaler.tune.output import table, write_document, write_spec
+from presage_scaler.tune.report import write_report
+from presage_scaler.tune.search import Slo
+from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
+
+ERRORS = (
+    BacktestError,
+    SpecError,
+    HorizonError,
+    BackendError,
+    PrometheusError,
+    CommandError,
+    EvaluationError,
+    OSError,
+)
+"""What a run can fail with for a reason the user can act on: reported in one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where the search starts: the trace, the scaler (metadata and spec, or None for the API's
+    defaults) and the ForecastBackend spec (None for the default SeasonalNaive)."""
+
+    trace: Trace
+    metadata: dict[str, Any]
+    spec: dict[str, Any] | None
+    backend: dict[str, Any] | None
+
+
+def _start(args: argparse.Namespace) -> Start:
+    backend = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
+    if args.scaler is not None:
+        if args.trace is not None or args.spec is not None or args.query is not None:
+            raise TuneError("--scaler reads the spec and the trace from the cluster: give no TRACE, --spec or --query")
+        live = asyncio.run(
+            read_live(
+                args.scaler,
+                args.namespace,
+                args.lookback,
+                datetime.now(UTC),
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                prometheus=args.prometheus,
+            )
+        )
+        return Start(live.trace, live.metadata, live.spec, backend or live.backend)
+    trace = trace_from_flags(args)
+    if args.spec is None:
+        return Start(trace, {}, None, backend)
+    document = load_document(args.spec, PREDICTIVE_SCALER.name)
+    spec = document["spec"]
+    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    return Start(trace, metadata, spec, backend or backend_beside(args.spec, spec))
+
+
+def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
+    overrides = Overrides(
+        per_replica=args.per_replica,
+        lead_time=args.lead_time,
+        interval=args.interval,
+        max_replicas=args.max_replicas,
+    )
+    return TuneSetup(
+        spec=scaler_spec(start.trace, start.spec, overrides),
+        backend=backend_spec(start.backend),
+        slo=Slo(args.slo, args.slo_unserved),
+        boot_delay=args.lead_time,
+        warmup=args.warmup,
+        holdout=args.holdout,
+        jobs=max(1, args.jobs),
+    )
+
+
+def _write(result: TuneResult, start: Start, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_spec(result, start.metadata, out / "spec.yaml", placeholders=start.spec is None)
+    write_document(result, out / "tune.json")
+    write_report(result, out / "report.html")
+
+
+def run_from_flags(args: argparse.Namespace) -> int:
+    """Tune as the flags say; 2 with one line on stderr when it cannot run."""
+    try:
+        with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
+            start = _start(args)
+            result = tune(start.trace, _setup(args, start), progress)
+        _write(result, start, args.out)
+    except ERRORS as err:
+        print(f"presage tune: {err}", file=sys.stderr)
+        return 2
+    print(table(result))
+    print(f"\nwrote {args.out / 'spec.yaml'}, {args.out / 'tune.json'} and {args.out / 'report.html'}")
+    return 0

@@ -1,0 +1,93 @@
+"""The starting point of ``presage tune --scaler``: a PredictiveScaler as it runs, the ForecastBackend
+it uses and its signal's recent history, read with presage's own Kubernetes and Prometheus clients
+(the same ones ``presage run`` uses), so a scaler in Shadow can ask what it should be set to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.backtest.trace import Trace, load_prometheus
+from presage_scaler.controller.backends import FORECAST_BACKENDS
+from presage_scaler.controller.secrets import SecretTokens
+from presage_scaler.kube import config as kube_config
+from presage_scaler.kube.client import ApiError, KubeClient, NotFound
+from presage_scaler.scaledobject_command import read_scaler
+from presage_scaler.timegrid import align_down
+from presage_scaler.tune.errors import TuneError
+
+
+@dataclass(frozen=True)
+class LiveScaler:
+    """What the cluster says about one PredictiveScaler."""
+
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    """Its spec as stored (wire form)."""
+    backend: dict[str, Any]
+    """The spec of the ForecastBackend it uses."""
+    trace: Trace
+    """Its signal over the lookback, at the signal's resolution."""
+
+
+async def _backend(client: KubeClient, name: str) -> dict[str, Any]:
+    try:
+        backend = await client.get(FORECAST_BACKENDS, None, name)
+    except NotFound:
+        raise TuneError(
+            f"the scaler's ForecastBackend {name!r} does not exist (kubectl get forecastbackends); "
+            "pass --backend-spec to tune with another"
+        ) from None
+    except ApiError as exc:
+        raise TuneError(f"reading ForecastBackend {name!r}: {exc}") from None
+    spec: dict[str, Any] = backend.get("spec") or {}
+    return spec
+
+
+async def read_live(
+    name: str,
+    namespace: str | None,
+    lookback: timedelta,
+    now: datetime,
+    *,
+    kubeconfig: Any = None,
+    context: str | None = None,
+    prometheus: str | None = None,
+) -> LiveScaler:
+    """Read the PredictiveScaler ``namespace/name``, its ForecastBackend and its signal over the
+    ``lookback`` before ``now``. ``prometheus`` replaces the query's address (the in-cluster
+    address is often not reachable from where ``presage tune`` runs)."""
+    try:
+        config = kube_config.load(kubeconfig, context)
+    except kube_config.KubeConfigError as exc:
+        raise TuneError(str(exc)) from None
+    namespace = namespace or config.namespace
+    async with KubeClient(config, user_agent="presage-tune") as client:
+        scaler = await read_scaler(client, namespace, name)
+        spec = parse(PredictiveScalerSpec, scaler.get("spec"), path="spec")
+        if spec.signal is None or spec.signal.prometheus is None:
+            raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
+        backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
+        query = spec.signal.prometheus
+        ref = query.bearer_token_secret_ref
+        token = await SecretTokens(client).read(namespace, ref) if ref is not None else None
+    resolution = spec.signal.resolution
+    end = align_down(now, resolution)
+    if lookback < resolution:
+        raise TuneError(f"--lookback {format_duration(lookback)} is shorter than the signal's resolution")
+    trace = await load_prometheus(
+        prometheus or query.address,
+        query.query,
+        end - lookback,
+        end,
+        resolution,
+        bearer_token=token,
+        insecure_skip_verify=bool(query.insecure_skip_verify),
+    )
+    return LiveScaler(
+        metadata={"name": name, "namespace": namespace}, spec=scaler["spec"], backend=backend, trace=trace
+    )

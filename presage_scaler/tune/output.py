@@ -1,0 +1,172 @@
+"""What ``presage tune`` writes: spec.yaml (ready to apply), tune.json (every candidate) and the
+terminal table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
+from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.search import Figures
+from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
+
+DEFAULT_NAME = "tuned"
+"""The PredictiveScaler's name when the starting spec came without metadata."""
+
+
+def backend_name(knobs: Knobs) -> str:
+    """A ForecastBackend name that says what it is, e.g. ``seasonal-naive-168h-x3``."""
+    return f"seasonal-naive-{format_duration(knobs.forecaster.season)}-x{knobs.forecaster.cycles}".lower()
+
+
+def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chosen ForecastBackend and PredictiveScaler, as objects to apply. The scaler refers to the
+    backend by name, so ``presage backtest --spec`` on the same file replays the same forecasts."""
+    knobs = result.chosen.knobs
+    spec = knobs.spec_wire(result.base_wire)
+    spec.setdefault("forecast", {})["backendRef"] = backend_name(knobs)
+    scaler_metadata = {key: metadata[key] for key in ("name", "namespace") if key in metadata}
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": FORECAST_BACKEND.name,
+            "metadata": {"name": backend_name(knobs)},
+            "spec": knobs.forecaster.backend_wire(),
+        },
+        {
+            "apiVersion": API_VERSION,
+            "kind": PREDICTIVE_SCALER.name,
+            "metadata": scaler_metadata or {"name": DEFAULT_NAME},
+            "spec": spec,
+        },
+    ]
+
+
+def _figures_line(figures: Figures) -> str:
+    return (
+        f"{figures.under_pct:.2f} % under-provisioned, {figures.unserved_pct:.3f} % unserved, "
+        f"{figures.cost_vs_oracle:.2f}x the oracle"
+    )
+
+
+def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, *, placeholders: bool) -> None:
+    """spec.yaml: the chosen objects with a header saying what they achieved and how to use them.
+    ``placeholders``: the starting spec's target and query were made up (no --spec or --scaler)."""
+    chosen = result.chosen
+    lines = [
+        f"# presage tune: the cheapest policy found with {result.slo.describe()}",
+        f"# {result.split.describe()}.",
+        f"# In-sample: {_figures_line(chosen.in_sample)}.",
+        f"# Held out:  {_figures_line(chosen.held_out)}.",
+    ]
+    if not result.met:
+        lines.append("# No candidate met the service level in-sample: this is the least under-provisioned one.")
+    if placeholders:
+        lines.append("# scaleTargetRef and signal.prometheus are placeholders: set them to your workload and query.")
+    lines += [
+        "# Apply: kubectl apply -f spec.yaml (the ForecastBackend is cluster-scoped; mode stays as it was).",
+        "# Replay: presage backtest TRACE --spec spec.yaml",
+    ]
+    body = yaml.safe_dump_all(manifests(result, metadata), sort_keys=False, explicit_start=True)
+    path.write_text("\n".join(lines) + "\n" + body)
+
+
+def _trial(trial: Trial, result: TuneResult) -> dict[str, Any]:
+    return {
+        "knobs": trial.knobs.as_dict(),
+        "meets_slo": result.slo.met(trial.in_sample),
+        "in_sample": trial.in_sample.as_dict(),
+        "held_out": trial.held_out.as_dict(),
+    }
+
+
+def document(result: TuneResult) -> dict[str, Any]:
+    """The content of tune.json."""
+    plan = result.plan
+    return {
+        "trace": result.trace.source,
+        "parameters": {
+            "trace_step": format_duration(result.trace.step),
+            "resolution": format_duration(plan.signal.step),
+            "interval": format_duration(plan.schedule.every * result.trace.step),
+            "lead_time": format_duration(plan.lead.value),
+            "boot_delay": format_duration(plan.schedule.lead * result.trace.step),
+            "warmup": format_duration(plan.warmup),
+            "per_replica": plan.per_replica,
+        },
+        "slo": {"under_provisioned_pct": result.slo.under_pct, "unserved_pct": result.slo.unserved_pct},
+        "split": result.split.as_dict(),
+        "met": result.met,
+        "default_is_best": result.chosen.knobs == result.default.knobs,
+        "chosen": _trial(result.chosen, result),
+        "default": _trial(result.default, result),
+        "reactive": {"in_sample": result.reactive.in_sample.as_dict(), "held_out": result.reactive.held_out.as_dict()},
+        "candidates": [_trial(trial, result) for trial in result.trials],
+        "forecasts": result.forecasts,
+        "runtime_seconds": result.seconds,
+    }
+
+
+def write_document(result: TuneResult, path: Path) -> None:
+    path.write_text(json.dumps(document(result), indent=2) + "\n")
+
+
+def _changes(result: TuneResult) -> str:
+    chosen, default = result.chosen.knobs.as_dict(), result.default.knobs.as_dict()
+    return ", ".join(
+        f"{name} {value}" + ("" if value == default[name] else f" (was {default[name]})")
+        for name, value in chosen.items()
+    )
+
+
+def verdict(result: TuneResult) -> str:
+    """The one sentence that says what to do."""
+    if not result.met:
+        return (
+            f"No candidate met {result.slo.describe()} in-sample; spec.yaml holds the least under-provisioned "
+            "one. A looser service level, or a better signal, is needed."
+        )
+    if result.chosen.knobs == result.default.knobs:
+        return f"The starting spec already meets {result.slo.describe()} at the least cost found: nothing to change."
+    saved = 1.0 - result.chosen.in_sample.replica_hours / result.default.in_sample.replica_hours
+    if result.slo.met(result.default.in_sample):
+        return f"The chosen spec meets it with {saved:.0%} fewer replica-hours than the starting spec in-sample."
+    return "The starting spec does not meet it in-sample; the chosen spec is the cheapest one found that does."
+
+
+def table(result: TuneResult) -> str:
+    """The chosen spec beside the starting spec, the reactive HPA and the oracle, on both parts."""
+    header = f"{'':<22}{'in-sample':^34}{'held out':^34}"
+    columns = f"{'policy':<22}" + f"{'under %':>10}{'unserved %':>12}{'vs oracle':>12}" * 2
+    rows: list[tuple[str, Outcome]] = [
+        ("chosen", result.chosen),
+        ("starting spec", result.default),
+        ("reactive HPA", result.reactive),
+    ]
+    lines = [
+        f"presage tune: {result.slo.describe()}",
+        f"{result.split.describe()}",
+        "",
+        header,
+        columns,
+        "-" * len(columns),
+    ]
+    for label, trial in rows:
+        cells = "".join(
+            f"{figures.under_pct:>10.2f}{figures.unserved_pct:>12.3f}{figures.cost_vs_oracle:>11.2f}x"
+            for figures in (trial.in_sample, trial.held_out)
+        )
+        lines.append(f"{label:<22}{cells}")
+    lines += [
+        "",
+        f"chosen: {_changes(result)}",
+        verdict(result),
+        f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
+        f"{result.seconds['total']:.0f} s",
+    ]
+    return "\n".join(lines)

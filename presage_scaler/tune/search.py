@@ -1,0 +1,139 @@
+"""Which candidates to replay, and which one wins.
+
+The winner is the candidate with the fewest replica-hours whose in-sample figures meet the service
+level (:class:`Slo`); when none does, the one that came closest (least under-provisioned time). The
+search never sees held-out figures: it is given a function that returns in-sample figures only.
+
+The space is too large to replay whole (a ten-value dial times six knobs of four values), and two
+regularities make that unnecessary. Along the **dial**, targetQuantile, cost rises and
+under-provisioning falls, so for a setting of the other knobs (a *shape*) the cheapest point that
+meets the service level is the lowest targetQuantile that does: found by stepping down from a known
+feasible value, or up from an infeasible one. Across shapes, the search is **coordinate descent**:
+starting from the user's spec, each knob in turn tries each of its values (with the dial re-solved),
+keeps the best, and passes repeat until one changes nothing. Knobs listed first are tried first;
+the forecaster's settings come last because each new value is a new forecast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from presage_scaler.tune.knobs import Knobs
+
+MAX_PASSES = 3
+
+
+@dataclass(frozen=True)
+class Figures:
+    """How a policy did over one part of the trace."""
+
+    under_pct: float
+    """Share of steps whose demand exceeded the ready capacity, %."""
+    unserved_pct: float
+    """Demand the ready capacity did not serve, % of all demand."""
+    replica_hours: float
+    cost_vs_oracle: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "under_provisioned_pct": self.under_pct,
+            "unserved_pct": self.unserved_pct,
+            "replica_hours": self.replica_hours,
+            "cost_vs_oracle": self.cost_vs_oracle,
+        }
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The service level: at most ``under_pct`` % of the time under-provisioned and, when set, at
+    most ``unserved_pct`` % of the demand unserved."""
+
+    under_pct: float
+    unserved_pct: float | None = None
+
+    def met(self, figures: Figures) -> bool:
+        return figures.under_pct <= self.under_pct and (
+            self.unserved_pct is None or figures.unserved_pct <= self.unserved_pct
+        )
+
+    def describe(self) -> str:
+        text = f"under-provisioned ≤ {self.under_pct:g} % of the time"
+        return text if self.unserved_pct is None else f"{text} and unserved ≤ {self.unserved_pct:g} % of demand"
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A knob the search moves, with the values it tries (from the most conservative, usually)."""
+
+    name: str
+    values: tuple[Any, ...]
+    field: str
+    """The :class:`Knobs` field it sets."""
+
+    def set(self, knobs: Knobs, value: Any) -> Knobs:
+        return replace(knobs, **{self.field: value})
+
+
+Progress = Callable[[str, int, int], None]
+"""Called with (phase, done, total) as the search goes."""
+
+Evaluate = Callable[[Knobs], Figures]
+"""In-sample figures of a candidate (replayed at most once; the caller memoises)."""
+
+
+def search(
+    start: Knobs,
+    dial: Sequence[float],
+    dimensions: Sequence[Dimension],
+    evaluate: Evaluate,
+    slo: Slo,
+    progress: Progress | None = None,
+) -> Knobs:
+    """The best candidate found (module docstring). ``dial`` is the targetQuantile ladder, ascending;
+    ``progress`` hears of each knob value tried, pass by pass."""
+    seen: dict[Knobs, Figures] = {}
+
+    def figures(knobs: Knobs) -> Figures:
+        if knobs not in seen:
+            seen[knobs] = evaluate(knobs)
+        return seen[knobs]
+
+    def rank(knobs: Knobs) -> tuple[int, float, float]:
+        """Feasible before infeasible; then the cheaper, or the less under-provisioned."""
+        found = figures(knobs)
+        if slo.met(found):
+            return (0, found.replica_hours, found.under_pct)
+        return (1, found.under_pct, found.replica_hours)
+
+    def solve_dial(shape: Knobs) -> Knobs:
+        """The best point of ``shape``'s dial, stepping from its current targetQuantile."""
+        ladder = sorted({*dial, shape.target_quantile})
+        index = ladder.index(shape.target_quantile)
+        tried = [shape]
+        if slo.met(figures(shape)):
+            while index > 0 and slo.met(figures(lower := replace(shape, target_quantile=ladder[index - 1]))):
+                tried.append(lower)
+                index -= 1
+        else:
+            while index < len(ladder) - 1:
+                index += 1
+                tried.append(higher := replace(shape, target_quantile=ladder[index]))
+                if slo.met(figures(higher)):
+                    break
+        return min(tried, key=rank)
+
+    best = solve_dial(start)
+    moves = [(dimension, value) for dimension in dimensions for value in dimension.values]
+    for number in range(1, MAX_PASSES + 1):
+        incumbent = best
+        for done, (dimension, value) in enumerate(moves, start=1):
+            candidate = solve_dial(dimension.set(best, value))
+            if rank(candidate) < rank(best):
+                best = candidate
+            if progress is not None:
+                progress(f"search, pass {number}", done, len(moves))
+        if best == incumbent:
+            break
+    return best
