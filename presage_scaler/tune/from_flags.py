@@ -23,7 +23,6 @@ from presage_scaler.backtest.config import (
     backend_spec,
     load_document,
     load_object,
-    scaler_spec,
 )
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.from_flags import _trace as trace_from_flags
@@ -98,7 +97,8 @@ def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
         max_replicas=args.max_replicas,
     )
     return TuneSetup(
-        spec=scaler_spec(start.trace, start.spec, overrides),
+        spec=start.spec,
+        overrides=overrides,
         backend=backend_spec(start.backend),
         slo=Slo(args.slo, args.slo_unserved),
         boot_delay=args.lead_time,

@@ -24,7 +24,7 @@ import numpy as np
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
-from presage_scaler.backtest.config import DEFAULT_WARMUP, make_backend
+from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.metrics import measure
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
 from presage_scaler.backtest.simulator import Simulation
@@ -41,8 +41,10 @@ from presage_scaler.tune.split import Split, split
 class TuneSetup:
     """What to tune besides the trace."""
 
-    spec: PredictiveScalerSpec
-    """The starting point: the user's spec, or the API's defaults (single-signal)."""
+    spec: dict[str, Any] | None
+    """The starting point: the user's spec (wire form), or None for the API's defaults; completed
+    by ``overrides`` as ``presage backtest`` completes it (:func:`presage_scaler.backtest.config.scaler_spec`)."""
+    overrides: Overrides
     backend: ForecastBackendSpec
     slo: Slo
     boot_delay: timedelta | None = None
@@ -117,9 +119,18 @@ def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_ho
     )
 
 
-def _plan(trace: Trace, spec: PredictiveScalerSpec, backend: ForecastBackendSpec, setup: TuneSetup) -> Plan:
+def _plan(
+    trace: Trace, spec: PredictiveScalerSpec, setup: TuneSetup, backend: ForecastBackendSpec | None = None
+) -> Plan:
+    """The backtest's plan of ``spec`` with ``backend`` (default: the starting one)."""
     return plan(
-        trace, Setup(spec=spec, backend=make_backend(backend), boot_delay=setup.boot_delay, warmup=setup.warmup)
+        trace,
+        Setup(
+            spec=spec,
+            backend=make_backend(backend or setup.backend),
+            boot_delay=setup.boot_delay,
+            warmup=setup.warmup,
+        ),
     )
 
 
@@ -179,7 +190,7 @@ class _Candidates:
         forecaster = knobs.forecaster
         if forecaster not in self.prepared:
             began = time.perf_counter()
-            the_plan = _plan(self.trace, knobs.spec(self.base_wire), forecaster.backend_spec(), self.setup)
+            the_plan = _plan(self.trace, knobs.spec(self.base_wire), self.setup, forecaster.backend_spec())
             if forecaster in self.pending:
                 numbers = self.pending.pop(forecaster).result()
             else:
@@ -214,21 +225,33 @@ def _reporter(progress: Progress, label: str, total: int) -> Callable[[int], Non
     return lambda done: progress(f"forecasting {label}", done, total)
 
 
+def _prefix(trace: Trace, steps: int) -> Trace:
+    return replace(trace, values=trace.values[:steps], gaps=trace.gaps[:steps])
+
+
 def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> TuneResult:
     """Search the knobs (:mod:`presage_scaler.tune.space`) for the cheapest spec meeting ``setup.slo``
-    in-sample, and report every candidate on both parts."""
+    in-sample, and report every candidate on both parts.
+
+    Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from
+    the trace (maxReplicas) and the oracle the in-sample cost is measured against see only the trace
+    before it."""
     began = time.perf_counter()
-    base_plan = _plan(trace, setup.spec, setup.backend, setup)
-    base = knobs_of(setup.spec, setup.backend)
-    base_wire = setup.spec.to_wire()
-    parts = split(len(trace), trace.start, trace.step, base_plan.report_from, setup.holdout)
-    oracle = run_oracle(base_plan)
+    # Where the warm-up ends depends on the spec's resolution, not on anything the trace sets.
+    provisional = scaler_spec(trace, setup.spec, setup.overrides)
+    parts = split(len(trace), trace.start, trace.step, _plan(trace, provisional, setup).report_from, setup.holdout)
+    before = _prefix(trace, parts.held_out_from)
+    spec = scaler_spec(before, setup.spec, setup.overrides)
+    base_plan = _plan(trace, spec, setup)
+    base = knobs_of(spec, setup.backend)
+    base_wire = spec.to_wire()
+    before_plan = _plan(before, spec, setup)
     hours = (
-        _figures(base_plan, oracle, parts.report_from, parts.held_out_from, 1.0).replica_hours,
-        _figures(base_plan, oracle, parts.held_out_from, parts.end, 1.0).replica_hours,
+        _figures(before_plan, run_oracle(before_plan), parts.report_from, parts.held_out_from, 1.0).replica_hours,
+        _figures(base_plan, run_oracle(base_plan), parts.held_out_from, parts.end, 1.0).replica_hours,
     )
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
-    space = space_for(base, setup.spec, trace)
+    space = space_for(base, spec, trace)
     candidates = _Candidates(trace, setup, base_wire, parts, hours, space.dial, progress)
     others = [f for f in space.forecasters if f != base.forecaster]
     workers = min(len(others), setup.jobs - 1)

@@ -1,0 +1,222 @@
+"""``presage tune`` end to end on a small trace: the held-out part never influences the choice, the
+chosen spec is never dearer than the starting one, spec.yaml replays exactly under ``presage
+backtest --spec``, and bad input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
+from presage_scaler.backtest.runner import Setup, plan
+from presage_scaler.backtest.trace import Trace
+from presage_scaler.cli import main
+from presage_scaler.tune.output import verdict
+from presage_scaler.tune.prepared import forecast, prepare
+from presage_scaler.tune.replay import replay
+from presage_scaler.tune.search import Slo
+from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
+from tests.unit.test_tune_parts import DAY, daily_trace
+
+WARMUP = timedelta(days=2)
+SLO = Slo(1.0)
+
+
+OVERRIDES = Overrides(per_replica=20.0, lead_time=timedelta(minutes=10))
+
+
+def setup_for(**changes: object) -> TuneSetup:
+    setup = TuneSetup(spec=None, overrides=OVERRIDES, backend=backend_spec(None), slo=SLO, warmup=WARMUP)
+    return replace(setup, **changes)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return daily_trace(9, seed=3)
+
+
+@pytest.fixture(scope="module")
+def result(trace: Trace) -> TuneResult:
+    return tune(trace, setup_for())
+
+
+def test_the_split_is_stated_and_respected(result, trace):
+    parts = result.split
+    assert parts.report_from == 2 * DAY
+    assert (parts.in_sample, parts.held_out) == (timedelta(days=2), timedelta(days=5))
+    assert parts.end == len(trace)
+    assert "held-out" in parts.describe()
+
+
+def test_the_chosen_spec_meets_the_service_level_and_costs_no_more_than_the_start(result):
+    assert result.met
+    assert result.chosen.in_sample.under_pct <= SLO.under_pct
+    assert result.chosen.in_sample.replica_hours <= result.default.in_sample.replica_hours
+    feasible = [t for t in result.trials if SLO.met(t.in_sample)]
+    assert result.chosen.in_sample.replica_hours == min(t.in_sample.replica_hours for t in feasible)
+    assert result.default.knobs.as_dict()["targetQuantile"] == "0.9"  # the first trial is the start
+
+
+def test_the_held_out_part_never_influences_the_choice(result, trace):
+    """Replace everything after the split with a different future: the same candidates are tried in
+    the same order, with the same in-sample figures, and the same one is chosen."""
+    future = trace.values.copy()
+    rng = np.random.default_rng(99)
+    held = slice(result.split.held_out_from, None)
+    future[held] = future[held] * rng.uniform(0.2, 3.0, len(future[held])) + 500 * (
+        rng.random(len(future[held])) < 0.05
+    )
+    other = tune(replace(trace, values=future), setup_for())
+    assert [t.knobs for t in other.trials] == [t.knobs for t in result.trials]
+    assert [t.in_sample for t in other.trials] == [t.in_sample for t in result.trials]
+    assert other.chosen.knobs == result.chosen.knobs
+    # maxReplicas defaults to 10x the peak: the peak of the trace before the held-out part.
+    assert other.chosen_spec() == result.chosen_spec()
+    assert [t.held_out for t in other.trials] != [t.held_out for t in result.trials]
+
+
+def test_forecasting_in_worker_processes_changes_nothing(result, trace):
+    parallel = tune(trace, setup_for(jobs=2))
+    assert [(t.knobs, t.in_sample, t.held_out) for t in parallel.trials] == [
+        (t.knobs, t.in_sample, t.held_out) for t in result.trials
+    ]
+
+
+def test_verdict_says_when_the_start_was_already_the_best(result):
+    assert SLO.met(result.default.in_sample)
+    assert "already meets" in verdict(replace(result, chosen=result.default))
+    assert "nothing to change" in verdict(replace(result, chosen=result.default))
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def write_csv(trace: Trace, path: Path) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["timestamp", "value"])
+        for index, value in enumerate(trace.values.tolist()):
+            writer.writerow([trace.time_at(index).isoformat(), repr(value)])
+    return path
+
+
+FLAGS = ["--per-replica", "20", "--lead-time", "10m", "--max-replicas", "200", "--warmup", "2d", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, trace: Trace) -> tuple[Path, Path]:
+    where = tmp_path_factory.mktemp("tune")
+    path = write_csv(trace, where / "daily.csv")
+    assert main(["tune", str(path), *FLAGS, "--slo", "1%", "--jobs", "1", "--out", str(where / "out")]) == 0
+    return path, where / "out"
+
+
+def test_the_three_files_are_written(run):
+    _, out = run
+    assert {p.name for p in out.iterdir()} == {"spec.yaml", "tune.json", "report.html"}
+    document = json.loads((out / "tune.json").read_text())
+    assert document["split"]["held_out"] == "120h"
+    assert document["slo"] == {"under_provisioned_pct": 1.0, "unserved_pct": None}
+    for entry in document["candidates"]:
+        assert entry["knobs"].keys() >= {"targetQuantile", "headroom", "guard", "season", "cycles"}
+        assert entry["in_sample"].keys() == entry["held_out"].keys() >= {"under_provisioned_pct", "cost_vs_oracle"}
+    assert document["chosen"] in document["candidates"]
+    assert document["reactive"]["held_out"]["under_provisioned_pct"] > 1.0
+    report = (out / "report.html").read_text()
+    assert "held out: the check" in report and "starting spec" in report
+
+
+def test_spec_yaml_is_ready_to_apply(run):
+    _, out = run
+    backend, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
+    assert backend["kind"] == "ForecastBackend" and scaler["kind"] == "PredictiveScaler"
+    assert scaler["spec"]["forecast"]["backendRef"] == backend["metadata"]["name"]
+    parse(ForecastBackendSpec, backend["spec"], path="spec")
+    spec = parse(PredictiveScalerSpec, scaler["spec"], path="spec")
+    assert spec.capacity is not None and spec.capacity.per_replica.value == 20.0
+    assert spec.signal is not None and spec.signal.resolution == timedelta(minutes=5)
+
+
+def test_backtest_of_spec_yaml_replays_exactly_the_chosen_policy(run, tmp_path):
+    path, out = run
+    assert main(["backtest", str(path), "--spec", str(out / "spec.yaml"), "--warmup", "2d", "--no-progress",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    with (tmp_path / "decisions.csv").open() as handle:
+        replayed = [int(row["replicas"]) for row in csv.DictReader(handle)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    chosen = json.loads((out / "tune.json").read_text())["chosen"]
+    hours = chosen["in_sample"]["replica_hours"] + chosen["held_out"]["replica_hours"]
+    assert summary["presage"]["replica_hours"] == pytest.approx(hours, rel=1e-12)
+    # And decision by decision, against the chosen knobs replayed from prepared forecasts.
+    backend, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
+    spec = parse(PredictiveScalerSpec, scaler["spec"], path="spec")
+    the_plan = plan(
+        trace_of(path), Setup(spec=spec, backend=make_backend(backend_spec(backend["spec"])), warmup=WARMUP)
+    )
+    simulation, _ = replay(prepare(the_plan, forecast(the_plan, ())), spec)
+    decisions = the_plan.schedule.decisions(len(the_plan.trace))
+    assert replayed == simulation.desired[list(decisions)].tolist()
+
+
+def trace_of(path: Path) -> Trace:
+    from presage_scaler.backtest.trace import load_csv
+
+    return load_csv(path)
+
+
+def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["tune", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("slo", ["0", "0%", "100", "100%", "-1", "150%", "one", "nan"])
+def test_a_service_level_outside_0_to_100_percent_is_refused(capsys, run, slo):
+    path, out = run
+    with pytest.raises(SystemExit) as exited:
+        main(["tune", str(path), *FLAGS, "--slo", slo, "--out", str(out)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--slo" in err and "between 0 and 100" in err and "Traceback" not in err
+
+
+def test_a_trace_too_short_to_hold_out_is_refused(capsys, run, tmp_path):
+    path, _ = run
+    err = refusal(capsys, str(path), *FLAGS, "--warmup", "7d", "--slo", "1", "--out", str(tmp_path))
+    assert "too short to hold out" in err
+
+
+def test_a_base_spec_that_does_not_validate_is_refused(capsys, run, tmp_path):
+    path, _ = run
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        "apiVersion: scaling.presage.sh/v1alpha1\nkind: PredictiveScaler\nmetadata: {name: web}\nspec:\n"
+        "  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        "  signal: {prometheus: {address: 'http://p:9090', query: q}, resolution: 5m}\n"
+        "  policy: {maxReplicas: 10, targetQuantile: '1.5'}\n"
+    )
+    err = refusal(capsys, str(path), "--spec", str(spec), "--slo", "1", "--lead-time", "10m", "--out", str(tmp_path))
+    assert "spec.policy.targetQuantile" in err
+
+
+def test_a_multi_signal_spec_is_refused(capsys, run, tmp_path):
+    path, _ = run
+    spec = tmp_path / "two.yaml"
+    signal = "{name: %s, prometheus: {address: 'http://p:9090', query: q}, resolution: 5m, capacity: {perReplica: 5}}"
+    spec.write_text(
+        "scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        f"signals: [{signal % 'a'}, {signal % 'b'}]\npolicy: {{maxReplicas: 10}}\n"
+    )
+    err = refusal(capsys, str(path), "--spec", str(spec), "--slo", "1", "--lead-time", "10m", "--out", str(tmp_path))
+    assert "2 signals" in err
