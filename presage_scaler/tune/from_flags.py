@@ -112,7 +112,7 @@ def _write(result: TuneResult, start: Start, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_spec(result, start.metadata, out / "spec.yaml", placeholders=start.spec is None)
     write_document(result, out / "tune.json")
-    write_report(result, out / "report.html")
+    write_report(result, out / "report.html", start.metadata)
 
 
 def run_from_flags(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 import yaml
@@ -123,12 +124,13 @@ def frontier_figure(result: TuneResult) -> go.Figure:
             row=1,
             col=column,
         )
-    plots.style(figure, x_title="cost (replica-hours ÷ the oracle's)", y_title="under-provisioned time %")
+    plots.style(figure, x_title="cost (replica-hours ÷ the oracle's)", y_title="under-provisioned time %", height=500)
     figure.update_xaxes(title_text="cost (replica-hours ÷ the oracle's)")
     # The region that matters: the reactive HPA is usually far above it (double-click twice to see all).
     ours = [_part(trial, part).under_pct for trial in (result.chosen, result.default) for part in PARTS]
     figure.update_yaxes(range=[0, max(3 * result.slo.under_pct, 1.2 * max(ours))])
-    figure.update_layout(hovermode="closest")
+    # Room above the subplot titles for the legend's two rows.
+    figure.update_layout(hovermode="closest", margin={"t": 110}, legend={"y": 1.18})
     return figure
 
 
@@ -181,7 +183,7 @@ def _lead(text: str) -> str:
     return f'<p class="lead">{text}</p>'
 
 
-def render(result: TuneResult, metadata: dict[str, str] | None = None) -> str:
+def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML string."""
     name = Path(result.trace.source).name
     spec_yaml = yaml.safe_dump_all(manifests(result, metadata or {}), sort_keys=False, explicit_start=True)
@@ -211,5 +213,5 @@ def render(result: TuneResult, metadata: dict[str, str] | None = None) -> str:
     return plots.page(f"presage tune: {name}", body)
 
 
-def write_report(result: TuneResult, path: Path, metadata: dict[str, str] | None = None) -> None:
+def write_report(result: TuneResult, path: Path, metadata: dict[str, Any] | None = None) -> None:
     path.write_text(render(result, metadata))

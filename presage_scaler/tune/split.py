@@ -46,7 +46,7 @@ class Split:
     def describe(self) -> str:
         """One sentence for the terminal and the report."""
         return (
-            f"chosen on {_span(self.at(self.report_from), self.at(self.held_out_from))} "
+            f"Chosen on {_span(self.at(self.report_from), self.at(self.held_out_from))} "
             f"({format_duration(self.in_sample)}), checked on the held-out "
             f"{_span(self.at(self.held_out_from), self.at(self.end))} ({format_duration(self.held_out)})"
         )
