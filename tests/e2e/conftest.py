@@ -23,9 +23,9 @@ from tests.harness.pytest_output import uncaptured
 
 # How often the HPA re-reads its metrics: 15 s in a cluster; short here so each step takes seconds.
 HPA_SYNC_SECONDS = 2.0
-# The chart's defaults but one: a recommendation is stale after 30 s instead of 2 minutes, so the
+# The chart's defaults but one: a recommendation is stale after 20 s instead of 2 minutes, so the
 # fallback test waits less for presage's UNAVAILABLE.
-CHART_VALUES = {"scaler.stalenessFloorSeconds": "30"}
+CHART_VALUES = {"scaler.stalenessFloorSeconds": "20"}
 
 _stacks: list[Autoscaling] = []
 

@@ -30,7 +30,7 @@ NAME = "web"
 PER_REPLICA = 10.0
 QUIET_DEMAND = 5.0  # half a replica's worth: the policy's minReplicas decides
 INTERVAL_SECONDS = 5
-SCALE_DOWN_WINDOW_SECONDS = 20
+SCALE_DOWN_WINDOW_SECONDS = 10
 MAX_REPLICAS = 30
 
 
