@@ -8,7 +8,8 @@ The space is too large to replay whole (a ten-value dial times six knobs of four
 regularities make that unnecessary. Along the **dial**, targetQuantile, cost rises and
 under-provisioning falls, so for a setting of the other knobs (a *shape*) the cheapest point that
 meets the service level is the lowest targetQuantile that does: found by stepping down from a known
-feasible value, or up from an infeasible one. Across shapes, the search is **coordinate descent**:
+feasible value, or up from an infeasible one (no further than the incumbent's cost: a dearer point
+cannot win). Across shapes, the search is **coordinate descent**:
 starting from the user's spec, each knob in turn tries each of its values (with the dial re-solved),
 keeps the best, and passes repeat until one changes nothing. Knobs listed first are tried first;
 the forecaster's settings come last because each new value is a new forecast.
@@ -16,6 +17,7 @@ the forecaster's settings come last because each new value is a new forecast.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -107,8 +109,10 @@ def search(
             return (0, found.replica_hours, found.under_pct)
         return (1, found.under_pct, found.replica_hours)
 
-    def solve_dial(shape: Knobs) -> Knobs:
-        """The best point of ``shape``'s dial, stepping from its current targetQuantile."""
+    def solve_dial(shape: Knobs, bound: float) -> Knobs:
+        """The best point of ``shape``'s dial, stepping from its current targetQuantile. Stepping up
+        stops at ``bound`` replica-hours: what costs that much already cannot beat the incumbent,
+        and higher targetQuantiles cost more."""
         ladder = sorted({*dial, shape.target_quantile})
         index = ladder.index(shape.target_quantile)
         tried = [shape]
@@ -117,19 +121,23 @@ def search(
                 tried.append(lower)
                 index -= 1
         else:
-            while index < len(ladder) - 1:
+            while index < len(ladder) - 1 and figures(tried[-1]).replica_hours < bound:
                 index += 1
                 tried.append(higher := replace(shape, target_quantile=ladder[index]))
                 if slo.met(figures(higher)):
                     break
         return min(tried, key=rank)
 
-    best = solve_dial(start)
+    def bound(knobs: Knobs) -> float:
+        found = figures(knobs)
+        return found.replica_hours if slo.met(found) else math.inf
+
+    best = solve_dial(start, math.inf)
     moves = [(dimension, value) for dimension in dimensions for value in dimension.values]
     for number in range(1, MAX_PASSES + 1):
         incumbent = best
         for done, (dimension, value) in enumerate(moves, start=1):
-            candidate = solve_dial(dimension.set(best, value))
+            candidate = solve_dial(dimension.set(best, value), bound(best))
             if rank(candidate) < rank(best):
                 best = candidate
             if progress is not None:

@@ -21,12 +21,12 @@ from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for
 from presage_scaler.tune.search import Dimension
 
 TARGET_QUANTILES = (0.5, 0.6, 0.7, 0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.975, 0.99)
-HEADROOMS = tuple(Amount(float(p), percent=True) for p in (20, 10, 5, 0))
-GUARDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, None)
+HEADROOMS = tuple(Amount(float(p), percent=True) for p in (10, 5, 0))
+GUARDS: tuple[float | None, ...] = (0.25, 0.5, None)
 """maxRelativeSpread; None disables the guard."""
-SCALE_DOWN_WINDOWS = tuple(timedelta(minutes=m) for m in (30, 15, 5, 0))
-SCALE_DOWN_RATES = tuple(Amount(float(p), percent=True) for p in (10, 20, 50, 100))
-SEASONS = ((timedelta(hours=168), 3), (timedelta(hours=168), 2), (timedelta(hours=24), 7), (timedelta(hours=24), 3))
+SCALE_DOWN_WINDOWS = tuple(timedelta(minutes=m) for m in (15, 5, 0))
+SCALE_DOWN_RATES = tuple(Amount(float(p), percent=True) for p in (20, 50, 100))
+SEASONS = ((timedelta(hours=168), 3), (timedelta(hours=24), 7), (timedelta(hours=24), 3))
 """SeasonalNaive (season, cycles) pairs besides the user's."""
 
 
