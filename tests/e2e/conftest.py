@@ -32,7 +32,7 @@ _stacks: list[Autoscaling] = []
 
 @pytest.fixture(scope="session")
 def autoscaling(pytestconfig: pytest.Config) -> Iterator[Autoscaling]:
-    """The stack, started once; builds what is not cached yet (KEDA: about 10-15 minutes cold)."""
+    """The stack, started once; builds what is not cached yet (all four Go builds: about 25 minutes cold on 2 cores)."""
     if os.environ.get("PRESAGE_SKIP_KUBE") == "1":
         pytest.skip("PRESAGE_SKIP_KUBE=1: Kubernetes tests skipped on request")
     with contextlib.ExitStack() as cleanup:
