@@ -21,7 +21,5 @@ pytest_plugins = [
     "tests.harness.fixtures_forecaster",
 ]
 
-settings.register_profile(
-    "fuzz-long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("fuzz-long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("PRESAGE_FUZZ_PROFILE", "default"))
