@@ -91,7 +91,11 @@ async def test_recommendation_through_the_forecaster(prometheus_factory, forecas
     assert 1 <= recommendation.replicas <= 200
     forecast = recommendation.last_forecast
     assert forecast.backend == "timesfm-small"
-    assert forecast.model == "presage-testing/timesfm-2.5-tiny-random (q0.95 extrapolated from deciles)"
+    # A first evaluation has no past forecasts to calibrate from: the backend's own band is used, and said.
+    assert forecast.model == (
+        "presage-testing/timesfm-2.5-tiny-random"
+        " (q0.95 extrapolated from deciles; uncalibrated: 0 past forecasts scored)"
+    )
     assert forecast.revision == "seed-0" and forecast.lead_time_seconds == 600
     assert set(forecast.quantiles) == {"0.5", "0.95"}
     assert forecast.quantiles["0.95"] >= forecast.quantiles["0.5"]

@@ -36,7 +36,10 @@ async def _populate(store: RecommendationStore, metrics: ScalerMetrics) -> int:
     rec = evaluate(100.0, 4.0, now=now)
     metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.3)
     ledger = ShadowLedger()
-    ledger.record(Prediction(now - timedelta(minutes=5), 12, 9, rec.lead_time.value))  # needs 10, reactive had 9
+    # Needs 10, reactive had 9; of its two 3-minute windows rps (100) was forecast at 150, covered,
+    # and cpu (4) at 3, missed: quantile coverage 0.5.
+    prediction = Prediction(now - timedelta(minutes=5), 12, 9, rec.lead_time.value, (150.0, 3.0), timedelta(minutes=3))
+    ledger.record(prediction)
     ledger.settle(rec.data, now)
     metrics.observe_shadow(NS, NAME, ledger.summary())
     metrics.observe_error(NS, NAME, "NoData")
@@ -103,6 +106,8 @@ async def test_prometheus_ingests_every_series_the_dashboard_uses(prometheus_fac
             assert [(r["metric"]["code"], r["value"][1]) for r in webhook] == [("400", "1")]
             coverage = await _query(client, "presage_shadow_coverage_ratio")
             assert {(r["metric"]["policy"], r["value"][1]) for r in coverage} == {("presage", "1"), ("reactive", "0")}
+            quantile_coverage = await _query(client, "presage_shadow_quantile_coverage_ratio")
+            assert [r["value"][1] for r in quantile_coverage] == ["0.5"]
     finally:
         await http.stop(grace=1.0)
         await keda.stop(grace=1)

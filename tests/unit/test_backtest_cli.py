@@ -234,8 +234,9 @@ def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch)
     first = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
 
     class FakeClient:
-        def __init__(self, address: str) -> None:
+        def __init__(self, address: str, **auth: object) -> None:
             self.address = address
+            self.auth = auth
 
         async def __aenter__(self) -> FakeClient:
             return self
