@@ -273,16 +273,7 @@ def _notes(
             "no tolerance (--no-hpa-tolerance): the HPA's default 10% tolerance applies, so a recommendation "
             "within 10% of the current count (e.g. 10 -> 11 replicas) is ignored."
         )
-    notes.append(
-        f"fallback: once more than {options.fallback_failure_threshold} consecutive requests to presage have "
-        f"failed (stale, unreachable), KEDA holds max(current replicas, {floor}): never a scale-down on failure"
-        + (
-            "; the default floor max(minReplicas, 1) adds no scale-up either, and --fallback-replicas raises it."
-            if options.fallback_replicas is None
-            else " (floor set with --fallback-replicas)."
-        )
-        + " It needs a KEDA with fallback.behavior; an older KEDA applies fallback.replicas as a fixed count."
-    )
+    notes.append(_fallback_note(spec.policy.min_replicas, options, floor))
     if tls:
         how = (
             f"the TriggerAuthentication passes Secret {options.tls_secret}'s "
@@ -295,6 +286,28 @@ def _notes(
             "in scalerAddress."
         )
     return notes
+
+
+def _fallback_note(min_replicas: int, options: ScaledObjectOptions, floor: int) -> str:
+    if options.fallback_replicas is not None:
+        floor_effect = " (floor set with --fallback-replicas)."
+    elif min_replicas >= floor:
+        floor_effect = (
+            "; the default floor max(minReplicas, 1) adds no scale-up either, and --fallback-replicas raises it."
+        )
+    else:
+        floor_effect = (
+            "; with minReplicas 0 the floor is still 1 (KEDA skips a fallback of 0), so a workload at 0 replicas "
+            "is raised to 1 while presage fails, in Shadow mode too."
+        )
+    return (
+        f"fallback: once more than {options.fallback_failure_threshold} consecutive requests to presage have "
+        f"failed (presage answered an error: a stale recommendation, an unknown scaler), KEDA holds "
+        f"max(current replicas, {floor}): never a scale-down on failure"
+        + floor_effect
+        + " When presage is unreachable KEDA does not reach its fallback and the HPA keeps the count as it is."
+        " It needs a KEDA with fallback.behavior; an older KEDA applies fallback.replicas as a fixed count."
+    )
 
 
 def _warnings(
@@ -315,10 +328,15 @@ def _warnings(
             f"[{policy.min_replicas}, {policy.max_replicas}]: the HPA clamps to that range, so applying this "
             f"ScaledObject moves it to {clamped} even in Shadow mode."
         )
-    if spec.mode == "Shadow" and options.fallback_replicas is not None and floor > policy.min_replicas:
+    if floor > policy.min_replicas and (spec.mode == "Shadow" or options.fallback_replicas is None):
         warnings.append(
-            f"{where} is in Shadow mode: the fallback floor of {floor} replicas raises the replica count whenever "
-            "presage is unavailable."
+            f"{where}: the fallback floor of {floor} replicas raises a workload running fewer to {floor} whenever "
+            f"presage answers with errors, in {spec.mode} mode too"
+            + (
+                " (minReplicas is 0 and KEDA skips a fallback of 0 replicas)."
+                if options.fallback_replicas is None
+                else "."
+            )
         )
     return warnings
 

@@ -146,6 +146,27 @@ def test_fallback_holds_the_current_count_by_default(min_replicas: int, floor: i
     assert fallback == {"failureThreshold": 3, "replicas": floor, "behavior": "currentReplicasIfHigher"}
 
 
+@pytest.mark.parametrize("mode", ["Enforce", "Shadow"])
+def test_with_min_replicas_0_the_fallback_floor_raises_a_workload_at_0_and_says_so(mode: str) -> None:
+    # KEDA skips a fallback of 0, so the floor is 1: a workload at 0 is raised to 1 while presage fails.
+    obj = scaler(mode=mode, policy={"minReplicas": 0, "maxReplicas": 60}, status={"recommendedReplicas": 0})
+    rendered = render(obj, ScaledObjectOptions())
+    assert rendered.documents[0]["spec"]["fallback"]["replicas"] == 1
+    [note] = [n for n in rendered.notes if n.startswith("fallback:")]
+    assert "adds no scale-up" not in note and "a workload at 0 replicas is raised to 1" in note
+    [warning] = [w for w in rendered.warnings if "fallback floor" in w]
+    assert "fallback floor of 1" in warning and f"in {mode} mode" in warning and "minReplicas is 0" in warning
+    # With minReplicas 1 the default floor adds nothing: the note says so, and nothing warns.
+    kept = render(scaler(mode=mode, status={"recommendedReplicas": 2, "currentReplicas": 2}), ScaledObjectOptions())
+    assert any("adds no scale-up either" in n for n in kept.notes) and kept.warnings == []
+
+
+def test_the_fallback_note_separates_errors_from_unreachable() -> None:
+    [note] = [n for n in render(scaler()).notes if n.startswith("fallback:")]
+    assert "a stale recommendation, an unknown scaler" in note
+    assert "When presage is unreachable KEDA does not reach its fallback" in note
+
+
 def test_fallback_options() -> None:
     fallback = scaled_object(scaler(), fallback_replicas=12, fallback_failure_threshold=5)["spec"]["fallback"]
     assert fallback == {"failureThreshold": 5, "replicas": 12, "behavior": "currentReplicasIfHigher"}
