@@ -10,9 +10,10 @@ Sizing window: a scale-down takes effect at once, capacity added now arrives one
 and the count then holds until the next evaluation's pods arrive one interval after that. So each
 signal is sized to its calibrated forecast of the highest demand from the next step up to lead time
 plus interval (:func:`sizing_window`, :mod:`presage_scaler.calibration`), at targetQuantile (the
-size) and scaleDownQuantile (the uncertainty guard's lower value). A horizon shorter than the window
-(``forecast.horizon`` set below it, or the backend's ``maxHorizon``) cuts the backend's forecast, not
-the window: the forecast's maximum is read over the steps it covers, and calibration, which scores
+size) and scaleDownQuantile (the uncertainty guard's lower value). The horizon requested is never
+shorter than the window (:func:`presage_scaler.leadtime.resolve_horizon`), so ``forecast.horizon``
+never changes what is sized; only a backend's ``maxHorizon`` below the window cuts the backend's
+forecast, not the window: the forecast's maximum is read over the steps it covers, and calibration, which scores
 past forecasts against the whole window, accounts for the rest. ``lastForecast`` still reports the
 backend's own forecast at the lead-time step.
 """
@@ -188,6 +189,17 @@ class Recommendation:
         )
 
 
+MAX_HISTORY_POINTS = 200_000
+"""The most history points a signal is read with, whatever the spec says: ``history: 99999h`` at
+``resolution: 1s`` is 360 million points, which would exhaust memory rather than fail."""
+
+
+def context_points(max_context: int | None) -> int:
+    """How many history points a signal is read with: the backend's maximum context, and never more
+    than :data:`MAX_HISTORY_POINTS`."""
+    return MAX_HISTORY_POINTS if max_context is None else min(max_context, MAX_HISTORY_POINTS)
+
+
 def forecast_requests(
     spec: PredictiveScalerSpec, data: Sequence[SignalData], lead: timedelta, max_horizon: int | None
 ) -> list[ForecastRequest]:
@@ -197,7 +209,7 @@ def forecast_requests(
     return [
         ForecastRequest(
             history=d.history,
-            horizon=resolve_horizon(spec.forecast, lead, d.spec.resolution, max_horizon),
+            horizon=resolve_horizon(spec.forecast, lead, spec.interval, d.spec.resolution, max_horizon),
             quantiles=levels,
             hindcast=hindcast_request(len(d.history.values), sizing_window(spec, lead, d.spec), d.history.step),
         )
@@ -340,7 +352,7 @@ async def evaluate(
 
     async def gather(signal: SignalSpec) -> SignalData:
         (history, gaps), capacity = await asyncio.gather(
-            source.range(signal, now, backend.max_context), _capacity(source, signal, now)
+            source.range(signal, now, context_points(backend.max_context)), _capacity(source, signal, now)
         )
         return SignalData(spec=signal, history=history, gap_steps=gaps, capacity=capacity)
 

@@ -43,18 +43,28 @@ def steps_for(duration: timedelta, step: timedelta) -> int:
     return max(1, math.ceil(duration / step - 1e-9))
 
 
-def resolve_horizon(spec: ForecastSpec, lead: timedelta, step: timedelta, max_horizon: int | None) -> int:
-    """Forecast steps to request: ``horizon`` or 4× the lead time, at least the lead time, at most
-    what the backend allows. Raises :class:`HorizonError` when even the lead time does not fit."""
+MAX_FORECAST_STEPS = 20_000
+"""The most forecast steps presage asks any backend for, whatever the spec says: ``horizon: 99999h``
+at ``resolution: 1s`` is 360 million steps, which would exhaust memory rather than fail."""
+
+
+def resolve_horizon(
+    spec: ForecastSpec, lead: timedelta, interval: timedelta, step: timedelta, max_horizon: int | None
+) -> int:
+    """Forecast steps to request: ``horizon`` or 4× the lead time, and never fewer than the sizing
+    window (next step up to lead time + ``interval``), so that the horizon never changes what is
+    sized; at most what the backend allows (and :data:`MAX_FORECAST_STEPS`). A window beyond the
+    backend's limit is read over the steps it covers. Raises :class:`HorizonError` when even the
+    lead time does not fit."""
     lead_steps = steps_for(lead, step)
     wanted = steps_for(spec.horizon, step) if spec.horizon is not None else 4 * lead_steps
-    horizon = max(wanted, lead_steps)
-    if max_horizon is not None and horizon > max_horizon:
-        if lead_steps > max_horizon:
-            raise HorizonError(
-                f"lead time {format_duration(lead)} needs {lead_steps} steps of {format_duration(step)}, "
-                f"but the backend forecasts at most {max_horizon} steps: use a coarser resolution, a shorter "
-                "leadTime.max, or a larger maxHorizon"
-            )
-        horizon = max_horizon
-    return horizon
+    horizon = max(wanted, steps_for(lead + interval, step))
+    limit = MAX_FORECAST_STEPS if max_horizon is None else min(max_horizon, MAX_FORECAST_STEPS)
+    if lead_steps > limit:
+        who = "the backend forecasts" if limit == max_horizon else "presage forecasts"
+        raise HorizonError(
+            f"lead time {format_duration(lead)} needs {lead_steps} steps of {format_duration(step)}, but {who} at "
+            f"most {limit} steps: use a coarser resolution, a shorter leadTime.max"
+            + (", or a larger maxHorizon" if limit == max_horizon else "")
+        )
+    return min(horizon, limit)

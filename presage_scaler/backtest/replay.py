@@ -41,6 +41,7 @@ from presage_scaler.evaluator import (
     SignalData,
     SignalSpec,
     Sizing,
+    context_points,
     decide,
     forecast_requests,
     size,
@@ -152,7 +153,7 @@ class DecisionFeed:
         self._gaps = np.concatenate([[0], np.cumsum(self.signal.gaps)])
         # The same window as production's range query (prometheus.history_window).
         points = max(1, self.signal_spec.history // self.signal_spec.resolution)
-        self._points = min(points, self.backend.max_context or points)
+        self._points = min(points, context_points(self.backend.max_context))
         self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
         policy = self.spec.policy
         self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *self.levels}))

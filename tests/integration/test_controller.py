@@ -170,3 +170,58 @@ async def test_a_leader_deposed_mid_retry_writes_nothing(cluster, kube_namespace
     fresh = get(cluster, "predictivescaler", "web", kube_namespace)
     assert checks == [True, False]  # a conflict happened, and the retry asked again
     assert fresh["status"]["lastForecast"] == stale["status"]["lastForecast"]
+
+
+class _Exploding:
+    """A backend with a bug nobody foresaw: its forecast raises what no error path names."""
+
+    def __init__(self, backend: object) -> None:
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._backend, name)
+
+    async def forecast(self, requests: object) -> list:
+        raise ZeroDivisionError("float division by zero")
+
+
+class _ExplodingBackends:
+    def __init__(self, backends: object) -> None:
+        self._backends = backends
+
+    def backend_for(self, name: str) -> _Exploding:
+        return _Exploding(self._backends.backend_for(name))  # type: ignore[attr-defined]
+
+
+async def test_an_unexpected_error_is_internal_error_and_keeps_the_recommendation(
+    cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """The catch-all of one evaluation: the scaler goes Degraded with InternalError naming the
+    exception, its last recommendation stays, and the controller goes on."""
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(
+        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
+    )
+    async with running(options(cluster, kube_namespace)) as app:
+        good = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
+            what="a first recommendation",
+        )
+        buggy = ScalerController(
+            app.client,
+            RecommendationStore(),
+            _ExplodingBackends(app.backends),
+            PrometheusClientPool(),
+            EventRecorder(app.client, host="buggy"),
+            ScalerMetrics(),
+        )
+        await buggy.reconcile(_Entry(obj=good, generation=good["metadata"]["generation"]))
+        assert not app.crashed.is_set()
+    after = get(cluster, "predictivescaler", "web", kube_namespace)
+    degraded = condition(after, "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "InternalError"
+    assert degraded["message"] == "unexpected ZeroDivisionError: float division by zero"
+    assert after["status"]["recommendedReplicas"] == good["status"]["recommendedReplicas"]
+    assert after["status"]["lastForecast"] == good["status"]["lastForecast"]

@@ -41,15 +41,19 @@ class ScriptedServer:
         return web.json_response(self.lists.pop(0))
 
 
-async def test_gone_relists_and_reports_deletions():
-    server = ScriptedServer()
+async def _serve(server: ScriptedServer) -> tuple[web.AppRunner, int]:
     app = web.Application()
     app.router.add_get(THINGS.path("ns"), server.handle)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = runner.addresses[0][1]
+    return runner, runner.addresses[0][1]
+
+
+async def test_gone_relists_and_reports_deletions():
+    server = ScriptedServer()
+    runner, port = await _serve(server)
     seen: list[tuple[str, str, str]] = []
 
     async def handler(kind: str, obj: dict) -> None:
@@ -75,4 +79,35 @@ async def test_gone_relists_and_reports_deletions():
         ("upsert", "a", "25"),
     ]
     assert informer.relists == 2
+    assert set(informer.cache) == {("ns", "a")}
+
+
+async def test_a_handler_that_raises_on_one_object_does_not_stop_the_watch():
+    # What a tenant's CR can make a handler raise (an overflow, a recursion, a bug) stays with that object.
+    server = ScriptedServer()
+    runner, port = await _serve(server)
+    seen: list[str] = []
+    failures = {"a": OverflowError("date value out of range"), "c": RecursionError("too deep")}
+
+    async def handler(kind: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "upsert" and name in failures:
+            raise failures[name]
+        seen.append(f"{kind} {name}")
+
+    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
+    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(server.done.wait(), 10)
+        assert not task.done(), "the informer stopped"
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
+
+    # Every other event was delivered, the watch resumed after the relist, and each failure was counted.
+    assert seen == ["upsert b", "delete b", "delete c"]
+    assert informer.handler_failures == 3  # a (list), c (watch), a again (relist)
+    assert server.watch_versions[:2] == ["10", "30"]
     assert set(informer.cache) == {("ns", "a")}
