@@ -137,6 +137,8 @@ class Recommendation:
     identity: ModelIdentity
     sizing_window: timedelta
     """The span each signal was sized for: from its next step up to the lead time plus the interval."""
+    target_quantile: float
+    """``policy.targetQuantile``: the level ``signal_statuses[].forecast`` is reported at."""
     windows: tuple[WindowForecast, ...] = ()
     """Per signal, in spec order: the calibrated forecast of the sizing window's highest demand."""
     calibration: CalibrationState = field(default_factory=CalibrationState)
@@ -162,11 +164,18 @@ class Recommendation:
 
     @functools.cached_property
     def signal_statuses(self) -> tuple[SignalStatus, ...]:
+        """Per signal: the backend's forecast at the lead time at targetQuantile (as ``lastForecast``
+        reports it for the binding signal), and the calibrated window maximum it was sized to."""
         return tuple(
             SignalStatus(
-                name=s.name, forecast=s.forecast, observed=s.observed, replicas=s.replicas, gap_steps=d.gap_steps
+                name=s.name,
+                forecast=f.at(steps_for(self.lead_time.value, d.spec.resolution) - 1, self.target_quantile),
+                sized_to=s.sized_to,
+                observed=s.observed,
+                replicas=s.replicas,
+                gap_steps=d.gap_steps,
             )
-            for s, d in zip(self.decision.signals, self.data, strict=True)
+            for s, d, f in zip(self.decision.signals, self.data, self.forecasts, strict=True)
         )
 
     @functools.cached_property
@@ -309,6 +318,7 @@ def decide(
         generated_at=now,
         identity=identity,
         sizing_window=lead.value + spec.interval,
+        target_quantile=policy.target_quantile,
         windows=windows,
         calibration=sizing.calibration,
         data=tuple(data),

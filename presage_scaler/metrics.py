@@ -127,7 +127,13 @@ class ScalerMetrics:
         )
         self.signal_observed = gauge("presage_signal_observed", "Latest observed value of each signal.", "signal")
         self.signal_forecast = gauge(
-            "presage_signal_forecast", "Target-quantile forecast each signal is sized to.", "signal"
+            "presage_signal_forecast", "Each signal's forecast at the lead time, at the target quantile.", "signal"
+        )
+        self.signal_sized_to = gauge(
+            "presage_signal_sized_to",
+            "What each signal is sized to: the calibrated target-quantile forecast of the sizing window's "
+            "highest demand.",
+            "signal",
         )
         self.signal_replicas = gauge("presage_signal_replicas", "Replicas each signal alone requires.", "signal")
         self.signal_capacity = gauge(
@@ -235,6 +241,8 @@ class ScalerMetrics:
         for signal in rec.signal_statuses:
             put(self.signal_observed, signal.observed, signal.name)
             put(self.signal_forecast, signal.forecast, signal.name)
+            if signal.sized_to is not None:
+                put(self.signal_sized_to, signal.sized_to, signal.name)
             put(self.signal_replicas, signal.replicas, signal.name)
             put(self.signal_gap_steps, signal.gap_steps or 0, signal.name)
             put(self.binding_signal, signal.name == binding, signal.name)

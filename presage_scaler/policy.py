@@ -11,9 +11,11 @@ number is reported as ``breakdown.constraint``, ``""`` when the forecast alone d
    signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both
    directions: a lower forecast lowers the number exactly as a higher one raises it.
 2. **Reactive floor** (``ReactiveFloor``), when enabled: per signal ⌈observed × (1 + buffer%) /
-   capacity⌉, or ⌈observed / capacity⌉ + buffer replicas; the largest is ``breakdown.reactive``
-   and the number becomes max(predictive, reactive). Disabled, nothing bounds the forecast from
-   below, which is what allows scale-to-zero.
+   capacity⌉, or ⌈observed / capacity⌉ + buffer replicas; the largest, and at least one replica,
+   is ``breakdown.reactive``, and the number becomes max(predictive, reactive). At least one: with
+   the floor on presage never recommends 0, whatever minReplicas says (zero observed demand may be
+   a workload with nothing running to observe). Disabled, nothing bounds the forecast from below,
+   which is what allows scale-to-zero.
 3. **Scale-down gates**, only when the number is below the current replica count; scale-up is
    never delayed here.
    a. Uncertainty guard (``ForecastUncertainty``): with the binding signal's target-quantile value
@@ -84,7 +86,9 @@ class SignalDecision:
     """The per-signal view: what this signal alone requires."""
 
     name: str
-    forecast: float
+    sized_to: float
+    """The calibrated targetQuantile forecast of the sizing window's highest demand: what ``replicas``
+    is ⌈(sized_to + headroom) / capacity⌉ of."""
     observed: float
     replicas: int
     reactive_replicas: int
@@ -154,7 +158,7 @@ def decide(
     per_signal = [
         SignalDecision(
             name=s.name,
-            forecast=s.upper,
+            sized_to=s.upper,
             observed=s.observed,
             replicas=_forecast_replicas(s, policy),
             reactive_replicas=_reactive_replicas(s, policy),
@@ -168,7 +172,7 @@ def decide(
 
     reactive = None
     if policy.reactive_floor.enabled:
-        reactive = max(d.reactive_replicas for d in per_signal)
+        reactive = max(1, *(d.reactive_replicas for d in per_signal))
         if reactive > number:
             number, constraint = reactive, "ReactiveFloor"
 

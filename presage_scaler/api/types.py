@@ -576,6 +576,13 @@ class SignalStatus(APIModel):
     name: str = field()
     observed: MeasuredString = field("Observed is the latest sampled value.")
     replicas: Int32 = field("Replicas this signal alone would have required.")
+    sized_to: MeasuredString | None = field(
+        "SizedTo is what this signal's replicas were sized to: the calibrated targetQuantile forecast of the "
+        "highest demand over the sizing window (from the next step up to the lead time plus the interval), so "
+        "that replicas = ceil((sizedTo + headroom) / capacity) can be checked; the largest over signals is "
+        "breakdown.predictive.",
+        default=None,
+    )
 
 
 class ShadowPrediction(APIModel):

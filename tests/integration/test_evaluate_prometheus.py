@@ -78,11 +78,13 @@ async def test_end_to_end_recommendation(prometheus_factory):
     [status] = recommendation.signal_statuses
     assert status.name == "default" and status.gap_steps == 0 and status.replicas == expected
     assert status.observed == pytest.approx(demand(NOW))
-    assert status.forecast == pytest.approx(upper, rel=1e-6)
+    # Sized to the window's highest demand; the forecast at the lead time is what lastForecast reports.
+    assert status.sized_to == pytest.approx(upper, rel=1e-6)
     forecast = recommendation.last_forecast
     assert forecast.backend == "SeasonalNaive" and forecast.lead_time_seconds == 600
     assert forecast.point == pytest.approx(demand(NOW + timedelta(minutes=10)), rel=1e-6)
     assert set(forecast.quantiles) == {"0.5", "0.9"}
+    assert status.forecast == forecast.quantiles["0.9"]
 
 
 async def test_scale_down_is_held_by_the_window(prometheus_factory):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -56,11 +57,31 @@ def test_evaluation_gauges(metrics: ScalerMetrics) -> None:
     assert value(metrics, "presage_signal_observed", **scaler(signal="cpu")) == 4.0
     assert value(metrics, "presage_signal_capacity_per_replica", **scaler(signal="cpu")) == 2.0
     assert value(metrics, "presage_signal_replicas", **scaler(signal="rps")) == 13
+    # The forecast at the lead time (as lastForecast has it) and what the signal was sized to, each as status says.
+    [rps, cpu] = rec.signal_statuses
+    assert value(metrics, "presage_signal_forecast", **scaler(signal="rps")) == pytest.approx(110)
+    assert value(metrics, "presage_signal_sized_to", **scaler(signal="rps")) == rps.sized_to
+    assert value(metrics, "presage_signal_sized_to", **scaler(signal="cpu")) == cpu.sized_to
     assert value(metrics, "presage_signal_gap_steps", **scaler(signal="rps")) == 1
     assert value(metrics, "presage_binding_signal", **scaler(signal="rps")) == 1
     assert value(metrics, "presage_binding_signal", **scaler(signal="cpu")) == 0
     assert value(metrics, "presage_evaluation_duration_seconds_count", **scaler()) == 1
     assert value(metrics, "presage_evaluation_duration_seconds_sum", **scaler()) == pytest.approx(0.42)
+
+
+@pytest.mark.parametrize(("rps", "cpu"), [(100.0, 4.0), (20.0, 30.0), (0.0, 0.0)])
+def test_status_explains_the_number(rps: float, cpu: float) -> None:
+    # A reader of status can recompute breakdown.predictive: ⌈(sizedTo + headroom) / capacity⌉, largest signal.
+    rec = evaluate(rps=rps, cpu=cpu)
+    capacity = {"rps": 10.0, "cpu": 2.0}
+    implied = {
+        s.name: max(0, math.ceil(float(s.sized_to) * 1.1 / capacity[s.name] - 1e-9)) for s in rec.signal_statuses
+    }
+    assert {s.name: s.replicas for s in rec.signal_statuses} == implied
+    assert rec.breakdown.predictive == max(implied.values())
+    # signalStatuses[].forecast is the lead-time value at targetQuantile: the binding one is lastForecast's.
+    binding = next(s for s in rec.signal_statuses if s.name == rec.breakdown.binding_signal)
+    assert binding.forecast == rec.last_forecast.quantiles["0.9"]
 
 
 def test_binding_constraint_is_one_hot(metrics: ScalerMetrics) -> None:

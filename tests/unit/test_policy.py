@@ -137,6 +137,15 @@ NO_HEADROOM = {"headroom": 0}
         ),
         ("scale from zero is at least one step", {}, signal(100), 0, None, 1, "MaxScaleUpRate"),
         (
+            "the floor on never recommends 0, even with minReplicas 0",
+            {"minReplicas": 0, "stabilization": {"scaleDownWindow": "0s", "maxScaleDownRate": "100%"}},
+            signal(0, observed=0),
+            3,
+            None,
+            1,
+            "ReactiveFloor",
+        ),
+        (
             "disabled floor unlocks scale to zero",
             {**NO_FLOOR, "minReplicas": 0, "stabilization": {"scaleDownWindow": "0s", "maxScaleDownRate": "100%"}},
             signal(0, observed=50),
