@@ -383,6 +383,9 @@ class PolicySpec(APIModel):
     )
 
 
+_DEFAULT_MAX_RECOMMENDATION_AGE = "5m"
+
+
 class AgonesFleetTarget(APIModel):
     """Agones carries options that only apply when Kind is "Fleet" in the agones.dev group. When set,
     presage does not write replicas directly; it publishes the recommendation on its FleetAutoscaler
@@ -392,7 +395,7 @@ class AgonesFleetTarget(APIModel):
         "MaxRecommendationAge is how stale a cached recommendation may be before the webhook starts refusing "
         "to answer (returning an error so that a Chain policy falls through to its next entry). Keep this "
         "comfortably above the reconcile Interval.",
-        default="5m",
+        default=_DEFAULT_MAX_RECOMMENDATION_AGE,
     )
 
 
@@ -469,6 +472,27 @@ class PredictiveScalerSpec(APIModel):
             message="forecast.horizon must be at least the lead time (leadTime.static, and never below leadTime.min)",
             check=lambda s: s.forecast.horizon is None or _horizon_covers_lead(s.forecast.horizon, s.lead_time),
             field_path=".forecast.horizon",
+        ),
+        Rule(
+            cel=(
+                "!(self.scaleTargetRef.kind == 'Fleet' && self.scaleTargetRef.apiVersion.startsWith('agones.dev/'))"
+                f" || !({_durations_parse('self.interval')})"
+                " || (has(self.scaleTargetRef.agones)"
+                f" ? (!({_durations_parse('self.scaleTargetRef.agones.maxRecommendationAge')})"
+                " || duration(self.scaleTargetRef.agones.maxRecommendationAge) > duration(self.interval))"
+                f" : duration('{_DEFAULT_MAX_RECOMMENDATION_AGE}') > duration(self.interval))"
+            ),
+            message=(
+                "interval must be shorter than scaleTargetRef.agones.maxRecommendationAge (default "
+                f"{_DEFAULT_MAX_RECOMMENDATION_AGE}) for an Agones Fleet: the webhook refuses a recommendation older "
+                "than that, so it would refuse for part of every interval"
+            ),
+            check=lambda s: (
+                not s.scale_target_ref.is_agones_fleet
+                or nanoseconds((s.scale_target_ref.agones or AgonesFleetTarget()).max_recommendation_age)
+                > nanoseconds(s.interval)
+            ),
+            field_path=".interval",
         ),
         Rule(
             cel="has(self.signal) != has(self.signals)",

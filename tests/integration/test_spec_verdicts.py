@@ -99,6 +99,9 @@ def test_forecast_backend_verdicts_agree(api: httpx.Client, spec: Any) -> None:
         (("policy", "headroom"), -3, "spec.policy.headroom"),
         (("capacity", "perReplica"), -5, "spec.capacity.perReplica"),
         (("policy", "headroom"), 10**30, "spec.policy.headroom"),
+        (("policy", "reactiveFloor", "bufferSize"), -2, "spec.policy.reactiveFloor.bufferSize"),
+        (("policy", "stabilization", "maxScaleUpRate"), -1, "spec.policy.stabilization.maxScaleUpRate"),
+        (("policy", "stabilization", "maxScaleDownRate"), -1, "spec.policy.stabilization.maxScaleDownRate"),
     ],
 )
 def test_the_issue_reproductions_are_refused_naming_the_field(
@@ -118,6 +121,11 @@ def test_the_issue_reproductions_are_refused_naming_the_field(
         (("interval",), "soon", '"soon" is not a duration such as 30s, 5m or 1h30m'),
         (("forecast", "horizon"), "1m", "forecast.horizon must be at least the lead time"),
         (("policy", "headroom"), 2.5, "spec.policy.headroom in body must be of type integer,string"),
+        # A value of the wrong JSON type is refused by the API server's own type check, before any rule of
+        # presage's can run: it names the field and the type wanted, not the value.
+        (("policy", "targetQuantile"), 0.9, "spec.policy.targetQuantile in body must be of type string"),
+        # The base is an Agones Fleet with maxRecommendationAge 5m: an interval as long refuses every answer.
+        (("interval",), "5m", "interval must be shorter than scaleTargetRef.agones.maxRecommendationAge"),
     ],
 )
 def test_refusals_read_like_presage_s_own(api: httpx.Client, path: tuple[str, ...], value: Any, expected: str) -> None:

@@ -165,6 +165,32 @@ def test_errors_name_the_field_and_value(path, value, message):
     assert any(p.startswith(message) for p in caught.value.problems), caught.value.problems
 
 
+FLEET = {"apiVersion": "agones.dev/v1", "kind": "Fleet", "name": "game"}
+
+
+@pytest.mark.parametrize(
+    ("target", "interval", "accepted"),
+    [
+        (FLEET, "4m", True),
+        (FLEET, "5m", False),  # the default maxRecommendationAge: the webhook would refuse before the next one
+        ({**FLEET, "agones": {"maxRecommendationAge": "10m"}}, "5m", True),
+        ({**FLEET, "agones": {"maxRecommendationAge": "10m"}}, "10m", False),
+        ({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "30m", True),
+    ],
+)
+def test_a_fleet_s_interval_is_shorter_than_its_max_recommendation_age(target, interval, accepted):
+    raw = {**MINIMAL, "scaleTargetRef": target, "interval": interval}
+    if accepted:
+        assert parse(PredictiveScalerSpec, raw).interval == quantities.parse_duration(interval)
+    else:
+        with pytest.raises(SpecError) as caught:
+            parse(PredictiveScalerSpec, raw)
+        assert any(
+            "interval must be shorter than scaleTargetRef.agones.maxRecommendationAge" in p
+            for p in caught.value.problems
+        )
+
+
 def test_neither_signal_nor_signals():
     data = {k: v for k, v in MINIMAL.items() if k != "signal"}
     with pytest.raises(SpecError, match="exactly one of signal or signals"):
