@@ -245,6 +245,8 @@ class SeasonalNaive:
 
     season: timedelta = timedelta(hours=168)
     cycles: int = 3
+    name: str = "default"
+    """The ForecastBackend this is: ``lastForecast.backend``, as for every backend."""
 
     def __post_init__(self) -> None:
         if self.season <= timedelta(0):
@@ -253,15 +255,15 @@ class SeasonalNaive:
             raise ValueError(f"cycles must be at least 1, got {self.cycles}")
 
     @classmethod
-    def from_settings(cls, settings: SeasonalNaiveBackend) -> SeasonalNaive:
-        """The backend configured by a ``SeasonalNaiveBackend`` API object."""
-        return cls(season=settings.season, cycles=settings.cycles)
+    def from_settings(cls, settings: SeasonalNaiveBackend, name: str = "default") -> SeasonalNaive:
+        """The backend configured by a ``SeasonalNaiveBackend`` API object, for the ForecastBackend ``name``."""
+        return cls(season=settings.season, cycles=settings.cycles, name=name)
 
     @functools.cached_property
     def identity(self) -> ModelIdentity:
-        """``SeasonalNaive`` with its settings as the model, e.g. ``seasonal-naive/168hx3``."""
+        """The ForecastBackend's name, with the settings as the model, e.g. ``seasonal-naive/168hx3``."""
         model = f"{SEASONAL}/{format_duration(self.season)}x{self.cycles}"
-        return ModelIdentity(backend="SeasonalNaive", model=model)
+        return ModelIdentity(backend=self.name, model=model)
 
     @property
     def max_context(self) -> int | None:

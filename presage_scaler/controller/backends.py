@@ -60,7 +60,7 @@ def build_backend(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient)
         assert spec.times_fm is not None  # enforced by the API rules
         return ProbedTimesFM(name, spec.times_fm, http)
     settings = spec.seasonal_naive_or_default
-    return InProcessSeasonalNaive(season=settings.season, cycles=settings.cycles)
+    return InProcessSeasonalNaive(season=settings.season, cycles=settings.cycles, name=name)
 
 
 @dataclass

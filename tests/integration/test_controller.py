@@ -47,7 +47,7 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
         assert status["currentReplicas"] == 3
         assert status["observedGeneration"] == scaler["metadata"]["generation"]
         assert status["breakdown"]["bindingSignal"] == "default"
-        assert status["lastForecast"]["backend"] == "SeasonalNaive"
+        assert status["lastForecast"]["backend"] == backend_name  # the ForecastBackend, not its type
         assert status["lastForecast"]["leadTimeSeconds"] == 120
         assert set(status["lastForecast"]["quantiles"]) == {"0.5", "0.9"}
         [signal] = status["signalStatuses"]

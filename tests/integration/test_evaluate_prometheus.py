@@ -81,7 +81,7 @@ async def test_end_to_end_recommendation(prometheus_factory):
     # Sized to the window's highest demand; the forecast at the lead time is what lastForecast reports.
     assert status.sized_to == pytest.approx(upper, rel=1e-6)
     forecast = recommendation.last_forecast
-    assert forecast.backend == "SeasonalNaive" and forecast.lead_time_seconds == 600
+    assert forecast.backend == "default" and forecast.lead_time_seconds == 600
     assert forecast.point == pytest.approx(demand(NOW + timedelta(minutes=10)), rel=1e-6)
     assert set(forecast.quantiles) == {"0.5", "0.9"}
     assert status.forecast == forecast.quantiles["0.9"]

@@ -83,7 +83,10 @@ def reference(
 def test_identity_and_limits_from_settings():
     backend = SeasonalNaive.from_settings(SeasonalNaiveBackend(season="24h", cycles=5))
     assert backend == SeasonalNaive(season=timedelta(hours=24), cycles=5)
-    assert backend.identity == ModelIdentity(backend="SeasonalNaive", model="seasonal-naive/24hx5")
+    # The ForecastBackend's name, as for TimesFM: "default" unless built for a named object.
+    assert backend.identity == ModelIdentity(backend="default", model="seasonal-naive/24hx5")
+    named = SeasonalNaive.from_settings(SeasonalNaiveBackend(season="24h", cycles=5), name="weekly")
+    assert named.identity == ModelIdentity(backend="weekly", model="seasonal-naive/24hx5")
     assert backend.max_context is None
     assert backend.max_horizon is None
     assert SeasonalNaive.from_settings(SeasonalNaiveBackend()) == SeasonalNaive(timedelta(hours=168), 3)
