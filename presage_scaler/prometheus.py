@@ -126,6 +126,8 @@ class SampledSeries:
     labels: dict[str, str] = field(default_factory=dict)
     trailing_gap_steps: int = 0
     leading_gaps_dropped: int = 0
+    gaps: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """Which of ``values`` were gap-filled (True), when the reader kept track."""
 
     @property
     def end(self) -> datetime:
@@ -324,6 +326,7 @@ class PrometheusClient:
             labels=labels[0],
             trailing_gap_steps=points - 1 - last,
             leading_gaps_dropped=first,
+            gaps=~np.isfinite(raw[first:]),
         )
 
     async def query_instant(self, query: str, at: datetime | None = None) -> float:

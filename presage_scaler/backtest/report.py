@@ -317,7 +317,8 @@ def render(result: BacktestResult) -> str:
         "<h2>Did presage's capacity follow the demand?</h2>",
         _lead(
             "Capacity is ready replicas × per-replica capacity. The shaded band is presage's calibrated forecast "
-            "of the highest demand in each decision's sizing window, from one lead time after the decision. Red "
+            "of the highest demand in each decision's sizing window (the next step up to lead time + interval), "
+            "drawn from one lead time after the decision, when the capacity it sized is ready. Red "
             "crosses mark the steps after the warm-up where demand was above presage's capacity. Drag to zoom, "
             "double-click to see the whole trace again; click a policy in the legend to add its capacity."
         ),

@@ -173,17 +173,22 @@ def on_grid(times: pd.Series, values: pd.Series, source: str, offset: timedelta 
         )
     grid = samples.asfreq(step).to_numpy(dtype=np.float64)
     gaps = ~np.isfinite(grid)
-    valid = len(grid) - int(gaps.sum())
-    if valid == 0:
+    if gaps.all():
         raise BacktestError(f"{source}: no numeric values in the {VALUE_COLUMN!r} column")
-    if valid < MIN_VALID_SHARE * len(grid):
-        raise BacktestError(
-            f"{source}: only {valid} of {len(grid)} steps hold a numeric value; a trace needs at least "
-            f"{MIN_VALID_SHARE:.0%} (are the values in the {VALUE_COLUMN!r} column, and numbers?)"
-        )
+    _require_mostly_valid(gaps, source, f" (are the values in the {VALUE_COLUMN!r} column, and numbers?)")
     filled, _ = fill_gaps(grid)
     start = _shown(moments.iloc[0], offset)
     return Trace(values=filled, step=step.to_pytimedelta(), start=start, gaps=gaps, source=source)
+
+
+def _require_mostly_valid(gaps: np.ndarray, source: str, hint: str = "") -> None:
+    """Refuse a trace that gap filling would mostly invent."""
+    valid = len(gaps) - int(gaps.sum())
+    if valid < MIN_VALID_SHARE * len(gaps):
+        raise BacktestError(
+            f"{source}: only {valid} of {len(gaps)} steps hold a numeric value; a trace needs at least "
+            f"{MIN_VALID_SHARE:.0%}{hint}"
+        )
 
 
 def _shown(moment: pd.Timestamp, offset: timedelta) -> datetime:
@@ -209,9 +214,10 @@ async def load_prometheus(
 ) -> Trace:
     """Read a trace with a range query. A Prometheus sample at ``τ`` covers the step that ends at
     ``τ`` (``rate(x[1m])`` at ``τ`` is the last minute's), so the trace starts one step before the
-    first sample: a decision at ``τ`` sees the sample at ``τ``, as the controller does. The client
-    fills gaps without saying which steps they were, so ``gaps`` is all False here. The token and
-    TLS setting are a PredictiveScaler's (``presage tune --scaler``)."""
+    first sample: a decision at ``τ`` sees the sample at ``τ``, as the controller does. Steps with
+    no sample are gaps, filled as the controller fills them, counted, and refused when they are
+    most of the trace, as in a CSV. The token and TLS setting are a PredictiveScaler's (``presage
+    tune --scaler``)."""
     async with PrometheusClient(
         address, bearer_token=bearer_token, insecure_skip_verify=insecure_skip_verify
     ) as client:
@@ -223,10 +229,12 @@ async def load_prometheus(
             f"{address} {query}: demand {series.values[negative[0]]:g} at {at.isoformat()} is negative; "
             "a trace holds demand, which is never below 0"
         )
+    gaps = series.gaps if series.gaps is not None else np.zeros(len(series.values), dtype=bool)
+    _require_mostly_valid(gaps, f"{address} {query}")
     return Trace(
         values=series.values,
         step=series.step,
         start=series.start - series.step,
-        gaps=np.zeros(len(series.values), dtype=bool),
+        gaps=gaps,
         source=f"{address} {query}",
     )

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from presage_scaler.backtest import progress, trace
+from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import load_prometheus
 from presage_scaler.cli import main
@@ -25,6 +26,8 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv
 POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 KEYS = {"under_provisioned_pct", "unserved_pct", "replica_hours", "cost_vs_oracle", "changes", "largest_shortfall"}
 BASE = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--warmup", "1d", "--no-progress"]
+
+MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +233,8 @@ def test_progress_bar_draws_after_its_delay(monkeypatch):
     assert quiet.getvalue() == ""
 
 
-def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch):
-    first = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+def _serve(monkeypatch: pytest.MonkeyPatch, series: SampledSeries) -> None:
+    """load_prometheus reads ``series`` from a stand-in client (the real one is tested on a real server)."""
 
     class FakeClient:
         def __init__(self, address: str, **auth: object) -> None:
@@ -245,13 +248,31 @@ def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch)
             return None
 
         async def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> SampledSeries:
-            return SampledSeries(values=np.array([1.0, 2.0]), step=step, start=first, gap_steps=0)
+            return series
 
     monkeypatch.setattr(trace, "PrometheusClient", FakeClient)
-    loaded = asyncio.run(load_prometheus("http://p:9090", "q", first, first, timedelta(minutes=1)))
+
+
+def test_a_prometheus_trace_starts_one_step_before_its_first_sample(monkeypatch):
+    first = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    _serve(monkeypatch, SampledSeries(values=np.array([1.0, 2.0]), step=MINUTE, start=first, gap_steps=0))
+    loaded = asyncio.run(load_prometheus("http://p:9090", "q", first, first, MINUTE))
     assert loaded.start == datetime(2026, 1, 1, tzinfo=UTC)
     assert loaded.values.tolist() == [1.0, 2.0]
     assert loaded.source == "http://p:9090 q"
+
+
+@pytest.mark.parametrize(("gaps", "refused"), [([False, True, False, False], False), ([True, True, True, False], True)])
+def test_a_prometheus_trace_keeps_its_gaps_and_is_refused_when_mostly_gaps(monkeypatch, gaps, refused):
+    first = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    mask = np.array(gaps)
+    _serve(monkeypatch, SampledSeries(np.arange(4.0), MINUTE, first, int(mask.sum()), gaps=mask))
+    load = load_prometheus("http://p:9090", "q", first, first, MINUTE)
+    if refused:
+        with pytest.raises(BacktestError, match="http://p:9090 q: only 1 of 4 steps hold a numeric value"):
+            asyncio.run(load)
+    else:
+        assert asyncio.run(load).gaps.tolist() == gaps
 
 
 @pytest.mark.parametrize("missing", [("plotly",), ("pandas", "plotly")])
