@@ -2,8 +2,9 @@
 
 Label cardinality is bounded by construction: ``namespace``/``scaler`` by the PredictiveScalers
 that exist (a deleted scaler's series are removed by :meth:`ScalerMetrics.forget`), ``signal`` by
-each spec (at most 16), ``quantile`` by each spec's two quantiles, and every other label by a
-closed set declared here. Nothing taken from a request (a Fleet name, a ScaledObject) becomes a
+each spec (at most 16), ``quantile`` by each spec's two quantiles (and ``point``),
+``offset_seconds`` by :data:`MAX_PROJECTED_OFFSETS` per scaler, and every other label by a closed
+set declared here. Nothing taken from a request (a Fleet name, a ScaledObject) becomes a
 label.
 
 Per-evaluation gauges are set by the leader and replaced as a whole on every evaluation, so a
@@ -25,9 +26,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from presage_scaler.api.quantities import plain_number
 from presage_scaler.api.types import CONSTRAINTS, PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.evaluator import Recommendation, SignalSource, SignalSpec
+from presage_scaler.leadtime import steps_for
 from presage_scaler.shadow import ShadowSummary
 from presage_scaler.store import RecommendationStore
 
@@ -73,6 +76,11 @@ ERROR_REASONS = frozenset(
 )
 """Evaluation error reasons exported as themselves; any other reason is counted as ``Other``."""
 OTHER_REASON = "Other"
+MAX_PROJECTED_OFFSETS = 64
+"""The most forecast offsets ``presage_forecast_projected`` exports per scaler (see
+:func:`projected_steps`): a horizon may be up to 20,000 steps, each a series per quantile."""
+POINT_QUANTILE = "point"
+"""The ``quantile`` label value of the point forecast in ``presage_forecast_projected``."""
 Outcome = Literal["success", "error"]
 QueryType = Literal["range", "instant"]
 
@@ -123,6 +131,16 @@ class ScalerMetrics:
             "presage_forecast_quantile",
             "Forecast quantiles at the lead time, of the binding signal.",
             "signal",
+            "quantile",
+        )
+        self.forecast_projected = gauge(
+            "presage_forecast_projected",
+            "The binding signal's forecast offset_seconds after its last observed step, up to the horizon "
+            f"(quantile: point, or each forecast quantile). At most {MAX_PROJECTED_OFFSETS} offsets: every step "
+            f"of a horizon of up to {MAX_PROJECTED_OFFSETS} steps; otherwise {MAX_PROJECTED_OFFSETS - 1} evenly "
+            "spaced steps from the first to the last, plus the lead-time step.",
+            "signal",
+            "offset_seconds",
             "quantile",
         )
         self.signal_observed = gauge("presage_signal_observed", "Latest observed value of each signal.", "signal")
@@ -238,6 +256,8 @@ class ScalerMetrics:
         put(self.forecast_point, rec.last_forecast.point, binding)
         for quantile, value in (rec.last_forecast.quantiles or {}).items():
             put(self.forecast_quantile, value, binding, quantile)
+        for offset, quantile, value in projected_curve(rec):
+            put(self.forecast_projected, value, binding, offset, quantile)
         for signal in rec.signal_statuses:
             put(self.signal_observed, signal.observed, signal.name)
             put(self.signal_forecast, signal.forecast, signal.name)
@@ -318,6 +338,36 @@ class ScalerMetrics:
     def observe_webhook_request(self, status: int, seconds: float) -> None:
         self.webhook_requests.labels(str(status)).inc()
         self.webhook_duration.observe(seconds)
+
+
+def projected_steps(horizon: int, lead_step: int, limit: int = MAX_PROJECTED_OFFSETS) -> list[int]:
+    """The 0-based forecast steps the projected curve exports, in order.
+
+    Every step when the horizon has at most ``limit``; otherwise ``limit - 1`` evenly spaced steps
+    from the first to the last (step ``k * (horizon - 1) // (limit - 2)`` for each ``k``), plus
+    ``lead_step``, the step the recommendation provisions for. Spaced at least one step apart, those
+    are distinct, so at most ``limit`` steps.
+    """
+    if horizon <= limit:
+        return list(range(horizon))
+    spaced = {k * (horizon - 1) // (limit - 2) for k in range(limit - 1)}
+    return sorted(spaced | {min(lead_step, horizon - 1)})
+
+
+def projected_curve(rec: Recommendation) -> Iterator[tuple[str, str, float]]:
+    """``(offset_seconds, quantile, value)`` of the binding signal's whole forecast, at
+    :func:`projected_steps`: step ``k`` is ``(k + 1)`` resolutions after the last observed step.
+
+    The decision reads only the sizing window; the rest of the horizon is exported for dashboards.
+    """
+    index = next(i for i, d in enumerate(rec.data) if d.spec.name == rec.decision.binding_signal)
+    forecast, step = rec.forecasts[index], rec.data[index].spec.resolution
+    levels = {POINT_QUANTILE: forecast.point} | {f"{q:g}": forecast.quantiles[q] for q in sorted(forecast.quantiles)}
+    lead_step = steps_for(rec.lead_time.value, step) - 1
+    for k in projected_steps(len(forecast.point), lead_step):
+        offset = plain_number(((k + 1) * step).total_seconds())
+        for quantile, values in levels.items():
+            yield offset, quantile, float(values[k])
 
 
 class StoreCollector(Collector):

@@ -21,7 +21,7 @@ from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.shadow import Prediction, ShadowLedger
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
-from tests.harness.dashboard import expressions, metric_names
+from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 from tests.harness.evaluation import SPEC, evaluate
 from tests.harness.fixtures_prometheus import PrometheusFactory
 
@@ -51,6 +51,13 @@ async def _populate(store: RecommendationStore, metrics: ScalerMetrics) -> int:
         )
     )
     return rec.replicas
+
+
+def _panel_expr(title: str) -> str:
+    """The one query of the dashboard panel with this title, for the scaler :func:`_populate` evaluates."""
+    [panel] = [p for p in panels_of(dashboard()["panels"]) if p.get("title") == title]
+    [target] = panel["targets"]
+    return target["expr"].replace("$namespace", NS).replace("$scaler", NAME)
 
 
 async def _query(client: httpx.AsyncClient, promql: str) -> list[dict]:
@@ -108,6 +115,13 @@ async def test_prometheus_ingests_every_series_the_dashboard_uses(prometheus_fac
             assert {(r["metric"]["policy"], r["value"][1]) for r in coverage} == {("presage", "1"), ("reactive", "0")}
             quantile_coverage = await _query(client, "presage_shadow_quantile_coverage_ratio")
             assert [r["value"][1] for r in quantile_coverage] == ["0.5"]
+            # The projected curve as the dashboard reads it: rps binds, its flat forecast has ten 1m steps at
+            # 100 (0.5: 90, 0.9: 110), and the observed 100 is at offset 0.
+            projected = await _query(client, _panel_expr("Projected demand"))
+            curve = {(r["metric"]["offset_seconds"], r["metric"]["quantile"]): float(r["value"][1]) for r in projected}
+            assert curve.pop(("0", "observed")) == 100
+            levels = {"point": 100.0, "0.5": 90.0, "0.9": 110.0}
+            assert curve == pytest.approx({(str(60 * k), q): v for k in range(1, 11) for q, v in levels.items()})
     finally:
         await http.stop(grace=1.0)
         await keda.stop(grace=1)

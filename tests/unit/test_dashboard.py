@@ -70,6 +70,7 @@ def test_it_shows_what_a_user_needs_per_scaler() -> None:
     for wanted in (
         "presage_signal_observed",  # demand
         "presage_forecast_quantile",  # the forecast band
+        "presage_forecast_projected",  # the projected curve, up to the horizon
         "presage_signal_capacity_per_replica",  # capacity
         "presage_recommended_replicas",
         "presage_current_replicas",
@@ -93,3 +94,21 @@ def test_variables_and_panels() -> None:
             expr = target["expr"]
             if any(families[name] not in PROCESS_WIDE for name in metric_names(expr)):
                 assert 'namespace="$namespace", scaler="$scaler"' in expr, expr
+
+
+def test_the_projected_demand_panel_puts_offsets_on_its_x_axis() -> None:
+    """A trend panel of one instant table query: one column per quantile, the offset as a sorted number."""
+    [panel] = [p for p in panels_of(dashboard()["panels"]) if p["title"] == "Projected demand"]
+    assert panel["type"] == "trend"
+    [target] = panel["targets"]  # groupingToMatrix takes a single frame
+    assert (target["instant"], target["format"]) == (True, "table")
+    assert metric_names(target["expr"]) == {"presage_forecast_projected", "presage_signal_observed"}
+    steps = {t["id"]: t["options"] for t in panel["transformations"]}
+    assert list(steps) == ["groupingToMatrix", "organize", "convertFieldType", "sortBy"]
+    grouping = steps["groupingToMatrix"]
+    assert (grouping["rowField"], grouping["columnField"]) == ("offset_seconds", "quantile")
+    assert grouping["valueField"] == "Value"  # the value column of a single query's table
+    x = panel["options"]["xField"]
+    assert steps["organize"]["renameByName"] == {"offset_seconds\\quantile": x}  # the matrix's first column
+    assert steps["convertFieldType"]["conversions"] == [{"targetField": x, "destinationType": "number"}]
+    assert steps["sortBy"]["sort"] == [{"field": x, "desc": False}]

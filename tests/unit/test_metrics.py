@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,17 @@ from presage_scaler import metrics as metrics_module
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
 from presage_scaler.backends.base import BackendUnavailable, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.evaluator import SignalSpec, signal_specs
-from presage_scaler.metrics import CONSTRAINT_LABELS, ERROR_REASONS, ScalerMetrics, TimedBackend, TimedSignalSource
+from presage_scaler.evaluator import Recommendation, SignalSpec, decide, signal_specs
+from presage_scaler.metrics import (
+    CONSTRAINT_LABELS,
+    ERROR_REASONS,
+    MAX_PROJECTED_OFFSETS,
+    ScalerMetrics,
+    TimedBackend,
+    TimedSignalSource,
+    projected_steps,
+)
+from presage_scaler.policy import PolicyState
 from presage_scaler.shadow import ShadowSummary
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
@@ -103,7 +113,83 @@ def test_a_signal_that_stops_binding_loses_its_forecast_series(metrics: ScalerMe
     metrics.observe_evaluation(NS, NAME, evaluate(rps=10.0, cpu=40.0), 10, 0.1)  # cpu binds now
     assert {s["signal"] for s in series_of(metrics, "presage_forecast_point")} == {"cpu"}
     assert {s["signal"] for s in series_of(metrics, "presage_forecast_quantile")} == {"cpu"}
+    assert {s["signal"] for s in series_of(metrics, "presage_forecast_projected")} == {"cpu"}
     assert value(metrics, "presage_binding_signal", **scaler(signal="rps")) == 0
+
+
+def projected(m: ScalerMetrics) -> dict[tuple[str, int, str], float]:
+    """The exported projected curve: (signal, offset seconds, quantile) → value."""
+    return {
+        (s.labels["signal"], int(s.labels["offset_seconds"]), s.labels["quantile"]): s.value
+        for family in m.registry.collect()
+        for s in family.samples
+        if s.name == "presage_forecast_projected"
+    }
+
+
+def with_rps_forecast(forecast: Forecast) -> Recommendation:
+    """``evaluate(rps=100, cpu=4)`` decided again with the rps signal forecast as ``forecast``."""
+    base = evaluate(rps=100.0, cpu=4.0)
+    forecasts = (forecast, flat_forecast(4.0))
+    return decide(SPEC, base.data, forecasts, base.identity, base.lead_time, 10, PolicyState(), NOW)
+
+
+def ramp(steps: int) -> Forecast:
+    """A forecast whose every step differs: the point 100, 101, …; its quantiles 10% either side."""
+    point = 100.0 + np.arange(steps)
+    return Forecast(point=point, quantiles={0.5: point * 0.9, 0.9: point * 1.1})
+
+
+def test_a_short_horizon_is_projected_whole(metrics: ScalerMetrics) -> None:
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)  # ten 1m steps, rps binds
+    curve = projected(metrics)
+    assert {offset for _, offset, _ in curve} == {60 * k for k in range(1, 11)}
+    assert {(signal, quantile) for signal, _, quantile in curve} == {("rps", "point"), ("rps", "0.5"), ("rps", "0.9")}
+    assert curve[("rps", 180, "point")] == 100.0
+    assert curve[("rps", 600, "0.9")] == pytest.approx(110)
+    assert curve[("rps", 60, "0.5")] == pytest.approx(90)
+
+
+def test_a_long_horizon_is_thinned_keeping_the_lead_time_and_the_last_step(metrics: ScalerMetrics) -> None:
+    forecast = ramp(1000)
+    rec = with_rps_forecast(forecast)
+    assert rec.breakdown.binding_signal == "rps"
+    metrics.observe_evaluation(NS, NAME, rec, 10, 0.1)
+    curve = projected(metrics)
+    offsets = sorted({offset for _, offset, _ in curve})
+    assert len(offsets) == MAX_PROJECTED_OFFSETS
+    assert {60, 180, 60_000} <= set(offsets)  # the first step, the 3m lead time, the last of 1000 steps
+    # Apart from the lead-time step, evenly spaced: 999 steps in 62 gaps of 16 or 17 steps.
+    spaced = [offset // 60 for offset in offsets if offset != 180]
+    assert {b - a for a, b in pairwise(spaced)} == {16, 17}
+    assert len(curve) == 3 * MAX_PROJECTED_OFFSETS
+    for (_, offset, quantile), exported in curve.items():
+        step = offset // 60 - 1  # offset k (0-based) is (k + 1) resolutions ahead
+        values = forecast.point if quantile == "point" else forecast.quantiles[float(quantile)]
+        assert exported == pytest.approx(values[step]), (offset, quantile)
+    assert curve[("rps", 180, "point")] == rec.last_forecast.point  # the step lastForecast reports
+
+
+def test_a_shorter_horizon_removes_the_offsets_beyond_it_and_forget_removes_the_rest(metrics: ScalerMetrics) -> None:
+    metrics.observe_evaluation(NS, NAME, with_rps_forecast(ramp(1000)), 10, 0.1)
+    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    curve = projected(metrics)
+    assert {offset for _, offset, _ in curve} == {60 * k for k in range(1, 11)}
+    assert sorted(curve.values()) == pytest.approx([90.0] * 10 + [100.0] * 10 + [110.0] * 10)
+    metrics.forget(NS, NAME)
+    assert projected(metrics) == {}
+
+
+@pytest.mark.parametrize("horizon", [1, 3, 63, 64, 65, 127, 1000, 20_000])
+def test_projected_steps_are_bounded_and_keep_the_lead_time_and_the_last_step(horizon: int) -> None:
+    for lead_step in {0, min(2, horizon - 1), horizon // 3, horizon - 1}:
+        steps = projected_steps(horizon, lead_step)
+        assert steps == sorted(set(steps))
+        if horizon <= MAX_PROJECTED_OFFSETS:
+            assert steps == list(range(horizon))
+        else:  # 63 evenly spaced, and the lead-time step unless it is one of them
+            assert MAX_PROJECTED_OFFSETS - 1 <= len(steps) <= MAX_PROJECTED_OFFSETS
+        assert {0, lead_step, horizon - 1} <= set(steps) <= set(range(horizon))
 
 
 def test_reactive_gauge_is_absent_when_the_floor_is_disabled(metrics: ScalerMetrics) -> None:
@@ -262,7 +348,7 @@ async def test_timed_signal_source(metrics: ScalerMetrics) -> None:
 
 def test_label_names_are_bounded() -> None:
     """Only these labels exist; each is bounded by the scalers, their specs, or a closed set."""
-    allowed = {"namespace", "scaler", "signal", "quantile", "constraint", "policy", "reason"}
+    allowed = {"namespace", "scaler", "signal", "quantile", "offset_seconds", "constraint", "policy", "reason"}
     allowed |= {"backend", "outcome", "query_type", "method", "code", "le", "mode", "target_kind", "target_name"}
     metrics = ScalerMetrics(CollectorRegistry(), store=RecommendationStore())
     metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
