@@ -112,3 +112,37 @@ def test_values_at_the_bound_are_forecast_at_full_context(forecaster_factory, dt
     assert_forecast(request, response.status_code, response.content)
     constant = response.json()["series"][3]
     assert constant["point"] == pytest.approx([level] * MAX_HORIZON, rel=1e-6)
+
+
+MAX_BODY = 1024 * 1024
+MEMORY_GROWTH_LIMIT_KIB = 256 * 1024
+"""Peak RSS the largest bodies may add after a first full-size forward pass: the request layer holds
+one decoded body at a time, bounded by --max-body-bytes, whatever the body holds."""
+
+
+def _largest_bodies() -> list[bytes]:
+    """Bodies at the size limit, one of each shape that costs the request layer most to refuse."""
+    filler = MAX_BODY - 64
+    numbers = ",".join(["1"] * (filler // 2))
+    return [
+        f'{{"horizon": 8, "series": [{{"id": "a", "values": [{numbers}]}}]}}'.encode()[:MAX_BODY],
+        b"[" * filler,
+        ('{"horizon": 8, "series": [' + ",".join(['{"id": "s", "values": [1]}'] * (filler // 27)) + "]}").encode(),
+        f'{{"horizon": 8, "id": "{"x" * filler}"}}'.encode(),
+        b"1" * (MAX_BODY + 1),
+    ]
+
+
+def test_the_largest_bodies_cost_bounded_memory(forecaster_factory) -> None:
+    server = forecaster_factory(*LIMITS, "--max-body-bytes", str(MAX_BODY))
+    full = {"horizon": MAX_HORIZON, "series": [{"id": "a", "values": alternating(1000.0, MAX_CONTEXT)}]}
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        warm = post(server, client, json.dumps(full).encode())
+        assert_forecast(full, warm.status_code, warm.content)
+        before = server.memory_kib("VmHWM")
+        for _ in range(3):
+            for body in _largest_bodies():
+                response = post(server, client, body)
+                assert_documented_error(response.status_code, response.content)
+        growth = server.memory_kib("VmHWM") - before
+    assert growth < MEMORY_GROWTH_LIMIT_KIB, f"peak RSS grew by {growth} KiB"

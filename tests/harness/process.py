@@ -208,6 +208,13 @@ class LoopbackServer(ABC):
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    def memory_kib(self, field: str) -> int:
+        """A ``/proc/<pid>/status`` memory field of the running server: ``VmRSS`` now, ``VmHWM`` the
+        peak so far."""
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith(f"{field}:"))
+        return int(line.split()[1])
+
     @property
     def log_path(self) -> Path:
         """The latest launch's log."""

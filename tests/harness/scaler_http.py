@@ -35,12 +35,6 @@ class ScalerHttpProcess(LoopbackServer):
         argv = [sys.executable, "-m", "tests.harness.scaler_http", str(self.port)]
         self.launch(argv, ["/healthz"], time.monotonic() + 30, cwd=REPO)
 
-    def memory_kib(self, field: str) -> int:
-        """A ``/proc/<pid>/status`` memory field: ``VmRSS`` now, ``VmHWM`` the peak so far."""
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        line = next(line for line in status.splitlines() if line.startswith(f"{field}:"))
-        return int(line.split()[1])
-
 
 async def _serve(port: int) -> None:
     store = RecommendationStore()
