@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.quantities import Amount
 from presage_scaler.api.types import PolicySpec
-from presage_scaler.policy import PolicyState, SignalInput, decide, scale_up_ceiling
+from presage_scaler.policy import PolicyState, SignalInput, decide
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -254,24 +256,60 @@ def test_always_within_min_and_max(spec, s, current, state):
     assert spec.min_replicas <= decision.replicas <= spec.max_replicas
 
 
+# An oracle written from the API reference's words, not from presage_scaler.policy's helpers.
+
+
+def _whole(value: float) -> int:
+    """Whole replicas covering ``value`` (3.0000000001 is still 3, as in the policy)."""
+    return max(0, math.ceil(value - 1e-9))
+
+
+def _amount(amount: Amount, of: float) -> float:
+    return amount.value / 100 * of if amount.percent else amount.value
+
+
+def expected_predictive(s: SignalInput, spec: PolicySpec) -> int:
+    return _whole((max(s.upper, 0) + _amount(spec.headroom, max(s.upper, 0))) / s.capacity)
+
+
+def expected_floor(s: SignalInput, spec: PolicySpec) -> int:
+    """Latest demand plus bufferSize (percent of demand, or replicas), and never 0 while enabled."""
+    buffer = spec.reactive_floor.buffer_size
+    if buffer.percent:
+        needed = _whole(s.observed * (1 + buffer.value / 100) / s.capacity)
+    else:
+        needed = _whole(s.observed / s.capacity) + _whole(buffer.value)
+    return max(needed, 1)
+
+
+def expected_up_limit(current: int, spec: PolicySpec) -> int:
+    """The most one decision may reach: maxScaleUpRate more, at least one replica when positive."""
+    rate = spec.stabilization.max_scale_up_rate
+    return current if rate.value <= 0 else current + max(1, _whole(_amount(rate, current)))
+
+
 @settings(max_examples=400, deadline=None)
 @given(policies, signal_inputs, currents, states)
 def test_floor_on_never_below_floor_and_hard_limits(spec, s, current, state):
     spec = spec.model_copy(update={"reactive_floor": spec.reactive_floor.model_copy(update={"enabled": True})})
     decision = run(s, current, spec, state)
-    hard_limit = min(spec.max_replicas, scale_up_ceiling(current, spec))
-    assert decision.replicas >= min(decision.reactive, hard_limit)
+    floor = expected_floor(s, spec)
+    assert decision.reactive == floor and decision.predictive == expected_predictive(s, spec)
+    assert decision.replicas >= min(floor, spec.max_replicas, expected_up_limit(current, spec))
 
 
 @settings(max_examples=400, deadline=None)
 @given(policies, signal_inputs, currents, states)
 def test_scale_up_is_never_delayed_by_window_or_guard(spec, s, current, state):
     decision = run(s, current, spec, state)
-    target = max(decision.predictive, decision.reactive or 0)
+    target = expected_predictive(s, spec)
+    if spec.reactive_floor.enabled:
+        target = max(target, expected_floor(s, spec))
     if target > current:
+        # Neither the scale-down window nor the guard applies: only maxScaleUpRate and the bounds.
+        reached = min(target, expected_up_limit(current, spec))
+        assert decision.replicas == min(max(reached, spec.min_replicas), spec.max_replicas)
         assert decision.constraint not in ("ScaleDownWindow", "ForecastUncertainty")
-        # Only the operator's hard limits may stop it (a maxScaleUpRate of 0 forbids scale-up).
-        assert decision.replicas > current or decision.constraint in ("MaxScaleUpRate", "MaxReplicas")
 
 
 @settings(max_examples=400, deadline=None)
