@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import ForecastSpec, LeadTimeSpec
+from presage_scaler.api.types import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
 
 
 class HorizonError(ValueError):
@@ -68,3 +68,84 @@ def resolve_horizon(
             + (", or a larger maxHorizon" if limit == max_horizon else "")
         )
     return min(horizon, limit)
+
+
+LEAD_TIME_CLAMPED = "LeadTimeClamped"
+HORIZON_CUT = "HorizonCut"
+HORIZON_RAISED = "HorizonRaised"
+_ADJUSTMENT_ORDER = (LEAD_TIME_CLAMPED, HORIZON_CUT, HORIZON_RAISED)
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """One number an evaluation used instead of what the spec asked for: a condition reason, and a
+    message saying what was asked, what was used and why."""
+
+    reason: str
+    message: str
+
+
+def spec_adjustments(spec: PredictiveScalerSpec, lead: LeadTime, max_horizon: int | None) -> tuple[Adjustment, ...]:
+    """What an evaluation of ``spec`` that resolved ``lead`` used other than as written, most
+    consequential first (:data:`LEAD_TIME_CLAMPED`, :data:`HORIZON_CUT`, :data:`HORIZON_RAISED`);
+    empty when the spec was used as written.
+
+    Describes, never decides: the horizon is the one :func:`resolve_horizon` requests (one per
+    signal resolution), so the evaluation must have succeeded (a lead time beyond the limit raises
+    :class:`HorizonError` here as there). A default horizon raised to the sizing window is the
+    documented default, not an adjustment; cut, it is one.
+    """
+    found = [Adjustment(LEAD_TIME_CLAMPED, _clamp_message(spec.lead_time, lead))] if lead.clamped else []
+    signals = [spec.signal] if spec.signal is not None else list(spec.signals or ())
+    for step in dict.fromkeys(s.resolution for s in signals):
+        found.extend(_horizon_adjustments(spec, lead.value, step, max_horizon))
+    return tuple(sorted(found, key=lambda a: _ADJUSTMENT_ORDER.index(a.reason)))
+
+
+def _clamp_message(spec: LeadTimeSpec, lead: LeadTime) -> str:
+    """The clamp as the spec reads: an Observed value is not kept, only which bound it crossed."""
+    if spec.source == "Observed":
+        asked = "the leadTime.observed query's value"
+        side = "outside" if spec.min == spec.max else "below" if lead.value == spec.min else "above"
+    else:
+        asked = f"leadTime.static {format_duration(spec.static)}"
+        side = "below" if spec.static < spec.min else "above"
+    bounds = f"[{format_duration(spec.min)}, {format_duration(spec.max)}]"
+    return (
+        f"{asked} is {side} [leadTime.min, leadTime.max] = {bounds}: the scaler is sized for the lead time "
+        f"clamped into it, {format_duration(lead.value)}"
+    )
+
+
+def _horizon_adjustments(
+    spec: PredictiveScalerSpec, lead: timedelta, step: timedelta, max_horizon: int | None
+) -> list[Adjustment]:
+    """The horizon asked for at one resolution against the one :func:`resolve_horizon` requests."""
+    used = resolve_horizon(spec.forecast, lead, spec.interval, step, max_horizon)
+    window = steps_for(lead + spec.interval, step)
+    explicit = spec.forecast.horizon
+    wanted = steps_for(explicit, step) if explicit is not None else 4 * steps_for(lead, step)
+    asked = (
+        f"forecast.horizon {format_duration(explicit)}"
+        if explicit is not None
+        else f"the default horizon (4 × the lead time {format_duration(lead)})"
+    )
+    asked += f" at resolution {format_duration(step)} is {wanted} steps"
+    if window > wanted:
+        asked += (
+            f", raised to the sizing window (lead time + interval {format_duration(spec.interval)}, {window} steps)"
+        )
+    if used < max(wanted, window):
+        limit = MAX_FORECAST_STEPS if max_horizon is None else min(max_horizon, MAX_FORECAST_STEPS)
+        who = f"the backend's maxHorizon {limit}" if limit == max_horizon else f"presage's limit of {limit} steps"
+        covered = (
+            "the sizing window is still covered"
+            if used >= window
+            else "short of the sizing window: its highest demand is read over the steps forecast, and "
+            "calibration accounts for the rest"
+        )
+        message = f"{asked}; cut to {used} steps ({format_duration(used * step)}), {who}; {covered}"
+        return [Adjustment(HORIZON_CUT, message)]
+    if explicit is not None and used > wanted:
+        return [Adjustment(HORIZON_RAISED, f"{asked}, so that the horizon never changes what is sized")]
+    return []

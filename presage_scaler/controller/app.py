@@ -111,6 +111,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             return elector is None or elector.is_leader
 
         backends = BackendController(client, forecaster_http, probe_period=options.probe_period, leading=leading)
+        triggers = KubeScaledObjectTriggers(client, namespaces)
         scalers = ScalerController(
             client,
             store,
@@ -120,6 +121,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             metrics,
             concurrency=options.concurrency,
             leading=leading,
+            scaled_objects=triggers,
         )
         if options.leader_elect:
             elector = LeaderElector(
@@ -134,7 +136,6 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             )
         scaler_informer = Informer(client, PREDICTIVE_SCALERS, scalers.on_event, namespaces)
         backend_informer = Informer(client, FORECAST_BACKENDS, backends.on_event)
-        triggers = KubeScaledObjectTriggers(client, namespaces)
         grpc = await serve(
             store,
             triggers,

@@ -1,4 +1,6 @@
-"""Conditions: the ``Ready``/``Degraded`` pair every PredictiveScaler and ForecastBackend reports.
+"""Conditions: the ``Ready``/``Degraded`` pair every PredictiveScaler and ForecastBackend reports, and a
+PredictiveScaler's ``Consumed`` (whether anything applies its recommendation) and ``SpecAdjusted``
+(whether the last evaluation used the spec as written).
 
 A condition's ``lastTransitionTime`` moves only when its status flips, so ``kubectl describe``
 answers "since when" truthfully; reason and message may change without a transition.
@@ -9,11 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
-from presage_scaler.api.types import Condition, ConditionStatus
+from presage_scaler.api.types import Condition, ConditionStatus, PredictiveScalerSpec
+from presage_scaler.keda import SCALER_KEY
+from presage_scaler.leadtime import Adjustment
 
 READY = "Ready"
 DEGRADED = "Degraded"
+CONSUMED = "Consumed"
+SPEC_ADJUSTED = "SpecAdjusted"
+SCALED_OBJECT_FOUND = "ScaledObjectFound"
+NO_SCALED_OBJECT = "NoScaledObject"
+SCALED_OBJECTS_UNKNOWN = "ScaledObjectsUnknown"
+AGONES_WEBHOOK = "AgonesWebhook"
+AS_SPECIFIED = "AsSpecified"
 
 
 @dataclass(frozen=True)
@@ -45,3 +57,98 @@ def merge_conditions(
 
 def find(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
     return next((c for c in conditions or () if c.type == type_), None)
+
+
+class ScaledObjectConsumers(Protocol):
+    """Which KEDA ScaledObjects apply a PredictiveScaler (``KubeScaledObjectTriggers`` in a cluster)."""
+
+    def consumers(self, namespace: str, scaler: str) -> Sequence[str] | None:
+        """The ScaledObjects in ``namespace`` with an external trigger naming ``scaler``, sorted;
+        ``None`` when ScaledObjects are not known (KEDA's CRD not served, or the watch not synced)."""
+        ...
+
+
+def consumed_condition(
+    spec: PredictiveScalerSpec, namespace: str, name: str, scaled_objects: ScaledObjectConsumers
+) -> ConditionUpdate:
+    """``Consumed``: whether anything applies this scaler's recommendation.
+
+    presage only serves numbers; a KEDA ScaledObject (or, for an Agones Fleet, a FleetAutoscaler
+    webhook) applies them. An Enforce scaler with neither changes nothing, silently: this says so.
+    FleetAutoscalers are Agones' objects and not watched, so for a Fleet it can only be Unknown (the
+    webhook's requests are no evidence either: the Service spreads them over every replica, and the
+    leader, which writes status, need not see any).
+    """
+    found = scaled_objects.consumers(namespace, name)
+    if found:
+        plural = "s" if len(found) > 1 else ""
+        return ConditionUpdate(
+            CONSUMED,
+            "True",
+            SCALED_OBJECT_FOUND,
+            f"KEDA ScaledObject{plural} {', '.join(found)} in namespace {namespace} "
+            f"{'name' if plural else 'names'} this scaler in an external trigger ({SCALER_KEY}: {name})",
+        )
+    target = spec.scale_target_ref
+    if target.is_agones_fleet:
+        return ConditionUpdate(
+            CONSUMED,
+            "Unknown",
+            AGONES_WEBHOOK,
+            f"Fleet {target.name} is scaled by a FleetAutoscaler whose webhook is presage's "
+            "(/agones/v1/scale); presage does not watch FleetAutoscalers, so it cannot tell whether one "
+            f"exists: kubectl get fleetautoscalers -n {namespace}",
+        )
+    if found is None:
+        return ConditionUpdate(
+            CONSUMED,
+            "Unknown",
+            SCALED_OBJECTS_UNKNOWN,
+            "ScaledObjects are not known (is KEDA installed, and may presage list/watch scaledobjects.keda.sh?): "
+            "cannot tell whether one applies this scaler",
+        )
+    effect = "nothing applies the recommendation" if spec.mode == "Enforce" else "Shadow needs none, but Enforce will"
+    return ConditionUpdate(
+        CONSUMED,
+        "False",
+        NO_SCALED_OBJECT,
+        f"no KEDA ScaledObject in namespace {namespace} has an external trigger with {SCALER_KEY}: {name}; "
+        f"{effect}: presage scaledobject {name} -n {namespace} | kubectl apply -f -",
+    )
+
+
+def hides_known(consumed: ConditionUpdate, was: Condition | None, generation: int) -> bool:
+    """Whether ``consumed`` is a cache's ``ScaledObjectsUnknown`` over a True or False that ``was``
+    written for this same generation."""
+    return (
+        consumed.reason == SCALED_OBJECTS_UNKNOWN
+        and was is not None
+        and was.status != "Unknown"
+        and was.observed_generation == generation
+    )
+
+
+def unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, generation: int) -> bool:
+    """Whether an Enforce scaler's ``consumed`` warrants a Warning Event now: when it is False, once
+    it is found so, and again after each spec change (a switch to Enforce is one) while it stays so.
+
+    Decided from the ``Consumed`` condition last written (``was``), so a restart or a new leader
+    does not warn again.
+    """
+    repeat = (
+        was is not None
+        and was.status == consumed.status
+        and was.reason == consumed.reason
+        and was.observed_generation == generation
+    )
+    return consumed.status == "False" and not repeat
+
+
+def spec_adjusted_condition(adjustments: Sequence[Adjustment]) -> ConditionUpdate:
+    """``SpecAdjusted``: True, with the most consequential adjustment's reason and every adjustment
+    in the message, when the last evaluation used another lead time or horizon than the spec's."""
+    if not adjustments:
+        return ConditionUpdate(
+            SPEC_ADJUSTED, "False", AS_SPECIFIED, "the last evaluation used the lead time and horizon as specified"
+        )
+    return ConditionUpdate(SPEC_ADJUSTED, "True", adjustments[0].reason, "; ".join(a.message for a in adjustments))

@@ -1,29 +1,79 @@
-"""ScaledObject trigger counts from the cluster, for the gRPC server's Shadow-mode answer.
+"""KEDA ScaledObjects from the cluster: trigger counts for the gRPC server's Shadow-mode answer, and
+which ScaledObjects name each PredictiveScaler, for its ``Consumed`` condition.
 
 Shadow mode must never change the replica count: alone in a ScaledObject presage reports the
 current count, beside other triggers it reports 0. Which case applies is read from a watched cache
-of KEDA ScaledObjects (``keda.sh/v1alpha1``), so answering KEDA costs no API call.
+of KEDA ScaledObjects (``keda.sh/v1alpha1``), so answering KEDA costs no API call. The same watch
+keeps an index from PredictiveScaler to the ScaledObjects whose external trigger names it, so that
+the controller learns whether anything applies a recommendation without scanning every ScaledObject
+at every evaluation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from presage_scaler.keda import SCALER_KEY
 from presage_scaler.kube.client import JSON, KubeClient, Resource
-from presage_scaler.kube.informer import Informer
+from presage_scaler.kube.informer import Informer, Key, key_of
 
 SCALED_OBJECTS = Resource("keda.sh", "v1alpha1", "scaledobjects", True, "ScaledObject")
+EXTERNAL_TRIGGERS = frozenset({"external", "external-push"})
+"""KEDA's trigger types that call an external scaler such as presage (both are served)."""
 
 
-async def _ignore(kind: str, obj: JSON) -> None:
-    """The cache is all the server needs; no reaction to changes."""
+def scalers_named(obj: JSON) -> frozenset[str]:
+    """The PredictiveScalers a ScaledObject's external triggers name (``metadata.predictiveScaler``).
+
+    A ScaledObject is any tenant's content: whatever its shape, this returns, never raises.
+    """
+    spec = obj.get("spec")
+    triggers = spec.get("triggers") if isinstance(spec, dict) else None
+    names = set()
+    for trigger in triggers if isinstance(triggers, list) else ():
+        if not isinstance(trigger, dict) or not isinstance(trigger.get("type"), str):
+            continue
+        metadata = trigger.get("metadata")
+        name = metadata.get(SCALER_KEY) if isinstance(metadata, dict) else None
+        if trigger["type"] in EXTERNAL_TRIGGERS and isinstance(name, str) and name.strip():
+            names.add(name.strip())  # as the gRPC server reads it
+    return frozenset(names)
+
+
+class ConsumerIndex:
+    """PredictiveScaler (namespace, name) -> the ScaledObjects in that namespace naming it, kept
+    current from informer events."""
+
+    def __init__(self) -> None:
+        self._named: dict[Key, frozenset[str]] = {}  # ScaledObject -> the scalers it names
+        self._consumers: dict[Key, set[str]] = {}  # scaler -> the ScaledObjects naming it
+
+    async def on_event(self, kind: str, obj: JSON) -> None:
+        namespace, scaled_object = key = key_of(obj)
+        for scaler in self._named.pop(key, frozenset()):
+            consumers = self._consumers[(namespace, scaler)]
+            consumers.discard(scaled_object)
+            if not consumers:
+                del self._consumers[(namespace, scaler)]
+        if kind == "delete":
+            return
+        names = scalers_named(obj)
+        if names:
+            self._named[key] = names
+        for scaler in names:
+            self._consumers.setdefault((namespace, scaler), set()).add(scaled_object)
+
+    def consumers(self, namespace: str, scaler: str) -> list[str]:
+        return sorted(self._consumers.get((namespace, scaler), ()))
 
 
 class KubeScaledObjectTriggers:
-    """A :class:`~presage_scaler.keda.ScaledObjectTriggers` backed by a ScaledObject informer."""
+    """A :class:`~presage_scaler.keda.ScaledObjectTriggers` and a
+    :class:`~presage_scaler.controller.conditions.ScaledObjectConsumers` backed by one informer."""
 
     def __init__(self, client: KubeClient, namespaces: Sequence[str] | None = None) -> None:
-        self.informer = Informer(client, SCALED_OBJECTS, _ignore, namespaces)
+        self.index = ConsumerIndex()
+        self.informer = Informer(client, SCALED_OBJECTS, self.index.on_event, namespaces)
 
     async def run(self) -> None:
         await self.informer.run()
@@ -39,3 +89,7 @@ class KubeScaledObjectTriggers:
             raise LookupError(f"ScaledObject {namespace}/{scaled_object_name} does not exist")
         triggers = (obj.get("spec") or {}).get("triggers") or []
         return len(triggers)
+
+    def consumers(self, namespace: str, scaler: str) -> list[str] | None:
+        """Unknown (``None``) until every watched namespace is listed, and while KEDA's CRD is not served."""
+        return self.index.consumers(namespace, scaler) if self.informer.synced else None

@@ -30,14 +30,26 @@ from presage_scaler.api.types import API_VERSION, Condition, PredictiveScalerSpe
 from presage_scaler.backends.base import BackendError
 from presage_scaler.calibration import CalibrationState
 from presage_scaler.controller.backends import BackendController, BackendUnusable
-from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, find, merge_conditions
+from presage_scaler.controller.conditions import (
+    CONSUMED,
+    DEGRADED,
+    READY,
+    ConditionUpdate,
+    ScaledObjectConsumers,
+    consumed_condition,
+    find,
+    hides_known,
+    merge_conditions,
+    spec_adjusted_condition,
+    unconsumed_warning_due,
+)
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.evaluator import EvaluationError, Recommendation, evaluate
 from presage_scaler.keda import StalenessBound
 from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
 from presage_scaler.kube.events import EventRecorder
-from presage_scaler.leadtime import HorizonError
+from presage_scaler.leadtime import HorizonError, spec_adjustments
 from presage_scaler.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
 from presage_scaler.policy import PolicyState
 from presage_scaler.prometheus import PrometheusClientPool, PrometheusError
@@ -51,6 +63,8 @@ PREDICTIVE_SCALERS = Resource(*API_VERSION.split("/"), "predictivescalers", True
 DEFAULT_BACKEND = "default"
 STATUS_WRITE_ATTEMPTS = 4
 INTERNAL_ERROR = "InternalError"
+SCALED_OBJECT_SYNC_GRACE = 30.0
+"""Seconds after a start during which a ScaledObject cache still listing leaves ``Consumed`` as it was."""
 
 Key = tuple[str, str]
 
@@ -206,7 +220,9 @@ class ScalerController:
         concurrency: int = 32,
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        scaled_objects: ScaledObjectConsumers | None = None,
     ) -> None:
+        """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written."""
         self._client = client
         self._store = store
         self._backends = backends
@@ -217,6 +233,8 @@ class ScalerController:
         self._secrets = SecretTokens(client)
         self._leading = leading
         self._clock = clock
+        self._scaled_objects = scaled_objects
+        self._started = time.monotonic()
         self._semaphore = asyncio.Semaphore(concurrency)
         self._entries: dict[Key, _Entry] = {}
         self._specs = SpecCache()
@@ -336,9 +354,17 @@ class ScalerController:
         recommendation: Recommendation | None = None
         failure: Failure | None = None
         shadow: JSON | None = None
+        conditions: list[ConditionUpdate] = []  # beside Ready and Degraded
+        warning: ConditionUpdate | None = None  # Consumed, when it calls for a Warning Event
         try:
             spec = self._specs.get(obj)
             interval = spec.interval
+            was_consumed = find(status.conditions, CONSUMED)
+            consumed = self._consumed(spec, namespace, name, was_consumed, generation)
+            if consumed is not None:
+                conditions.append(consumed)
+                if spec.mode == "Enforce" and unconsumed_warning_due(was_consumed, consumed, generation):
+                    warning = consumed
             backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
             backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
             current = await self._targets.current_replicas(namespace, spec.scale_target_ref)
@@ -366,6 +392,8 @@ class ScalerController:
             shadow = ledger.status_patch()
             self._metrics.observe_evaluation(namespace, name, recommendation, current, duration)
             self._metrics.observe_shadow(namespace, name, ledger.summary())
+            adjustments = spec_adjustments(spec, recommendation.lead_time, backend.max_horizon)
+            conditions.append(spec_adjusted_condition(adjustments))
             log.info(
                 "evaluated scaler=%s/%s current=%s recommended=%d binding=%s constraint=%s lead_s=%d duration_ms=%.1f",
                 namespace,
@@ -385,13 +413,29 @@ class ScalerController:
             entry,
             status,
             lambda status: self._status_patch(
-                status, generation, current, recommendation, failure, shadow, interval, now
+                status, generation, current, recommendation, failure, shadow, interval, now, conditions
             ),
             recommendation,
             failure,
+            warning,
         )
         self.evaluations += 1
         return interval.total_seconds()
+
+    def _consumed(
+        self, spec: PredictiveScalerSpec, namespace: str, name: str, was: Condition | None, generation: int
+    ) -> ConditionUpdate | None:
+        """The ``Consumed`` condition to write, or None to leave it as it is.
+
+        Just after a start the ScaledObject cache is still listing: its Unknown would overwrite what
+        the previous leader knew at this generation, and warn again once known. So for
+        :data:`SCALED_OBJECT_SYNC_GRACE` that Unknown is not written over a known status.
+        """
+        if self._scaled_objects is None:
+            return None
+        consumed = consumed_condition(spec, namespace, name, self._scaled_objects)
+        starting = time.monotonic() - self._started < SCALED_OBJECT_SYNC_GRACE
+        return None if starting and hides_known(consumed, was, generation) else consumed
 
     def _status_patch(
         self,
@@ -403,6 +447,7 @@ class ScalerController:
         shadow: JSON | None,
         interval: timedelta,
         now: datetime,
+        conditions: list[ConditionUpdate],
     ) -> JSON:
         fields: JSON = {"observedGeneration": generation}
         if current is not None:
@@ -433,8 +478,8 @@ class ScalerController:
                 _ready_condition(status, interval, now),
                 ConditionUpdate(DEGRADED, "True", failure.reason, failure.message),
             ]
-        conditions = merge_conditions(status.conditions, updates, generation, now)
-        fields["conditions"] = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions]
+        merged = merge_conditions(status.conditions, [*updates, *conditions], generation, now)
+        fields["conditions"] = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in merged]
         return fields
 
     async def _write(
@@ -444,6 +489,7 @@ class ScalerController:
         status_patch: Callable[[PredictiveScalerStatus], JSON],
         recommendation: Recommendation | None,
         failure: Failure | None,
+        warning: ConditionUpdate | None,
     ) -> None:
         """Patch status to ``status_patch`` of the status read (``previous``, parsed from ``entry.obj``),
         conditionally on its resourceVersion; on conflict re-read and retry on the fresh object."""
@@ -490,7 +536,7 @@ class ScalerController:
         item = stored_recommendation(updated, self._specs)
         if item is not None:
             await self._store.put(item)
-        await self._emit_events(updated, previous, recommendation, failure)
+        await self._emit_events(updated, previous, recommendation, failure, warning)
 
     async def _emit_events(
         self,
@@ -498,7 +544,12 @@ class ScalerController:
         previous: PredictiveScalerStatus,
         recommendation: Recommendation | None,
         failure: Failure | None,
+        warning: ConditionUpdate | None,
     ) -> None:
+        """``warning``: a condition written that calls for a Warning Event of its reason (``Consumed``
+        False in Enforce, the first time at this generation)."""
+        if warning is not None:
+            await self._events.record(obj, "Warning", warning.reason, warning.message)
         was: Condition | None = find(previous.conditions, DEGRADED)
         was_degraded = was is not None and was.status == "True"
         if failure is not None:

@@ -3,12 +3,14 @@
 The controller (`presage run`, in process) evaluates a PredictiveScaler and watches ScaledObjects
 (KEDA's own CRD, no KEDA running); the test calls GetMetrics/IsActive over the real gRPC port,
 exactly as KEDA does, and checks that Shadow never changes the replica count, alone or beside
-other triggers, that Enforce serves the recommendation, and that namespaces are respected.
+other triggers, that Enforce serves the recommendation, and that namespaces are respected; and that
+a scaler's ``Consumed`` condition says whether a ScaledObject applies it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 import uuid
@@ -20,11 +22,25 @@ import grpc
 import pytest
 
 from presage_scaler.controller.app import ControllerOptions, RunningController, running
+from presage_scaler.controller.scalers import ScalerController, _Entry
 from presage_scaler.keda import metric_name
+from presage_scaler.kube.events import EventRecorder
+from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.prometheus import PrometheusClientPool
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
+from presage_scaler.store import RecommendationStore
 from tests.harness.keda import install_keda_crds, uninstall_keda_crds
-from tests.harness.presage_cluster import apply, deployment, install_crds, predictive_scaler, seasonal_backend, unique
+from tests.harness.presage_cluster import (
+    apply,
+    condition,
+    deployment,
+    get,
+    install_crds,
+    predictive_scaler,
+    seasonal_backend,
+    unique,
+)
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration
@@ -117,6 +133,15 @@ async def until(probe: Callable[[], Awaitable[T]], check: Callable[[T], bool], w
                 return last  # type: ignore[return-value]
         await asyncio.sleep(0.3)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last}")
+
+
+def instant(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+    """A synchronous read as a probe for :func:`until`."""
+
+    async def probe() -> T:
+        return read()
+
+    return probe
 
 
 def options(plane, *namespaces: str) -> ControllerOptions:
@@ -239,9 +264,92 @@ async def test_shadow_without_the_scaledobject_crd_is_unavailable(
             assert code == grpc.StatusCode.UNAVAILABLE and "not cached yet" in details
             code, _ = await status_of(stub.IsActive(ref("alone", ns)))
             assert code == grpc.StatusCode.UNAVAILABLE
+            # Nor can it tell whether anything applies the scaler.
+            consumed = condition(get(cluster, "predictivescaler", "web", ns), "Consumed")
+            assert consumed is not None and (consumed["status"], consumed["reason"]) == (
+                "Unknown",
+                "ScaledObjectsUnknown",
+            )
 
             install_keda_crds(cluster)
             apply(cluster, scaled_object("alone", [PRESAGE_TRIGGER]), ns)
             await until(lambda: value(stub, "alone", ns), lambda v: v == CURRENT, "the ScaledObject informer to sync")
     finally:
         install_keda_crds(cluster)
+
+
+async def test_enforce_with_nothing_to_apply_it_says_so_once(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    """Enforce without a ScaledObject: ``Consumed=False`` and one Warning Event however many
+    evaluations see it; a ScaledObject naming the scaler turns it True. Shadow: False, no Warning.
+    The same evaluations report the lead time clamped into [min, max] in ``SpecAdjusted``."""
+    ns = kube_namespace
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", CURRENT), ns)
+    enforce = predictive_scaler(
+        "web", "web", prom.url, "app_demand", backend_name, mode="Enforce", interval="10m", leadTime={"static": "20m"}
+    )
+    apply(cluster, enforce, ns)
+    apply(cluster, predictive_scaler("quiet", "web", prom.url, "app_demand", backend_name, interval="10m"), ns)
+
+    async with running(options(cluster, ns)) as app:
+        await until(instant(lambda: app.triggers.informer.synced), bool, "the ScaledObject cache")
+        # The running controller evaluates each scaler once (interval 10m); ours goes on from there.
+        await until(instant(lambda: app.scalers.evaluations), lambda n: n >= 2, "the first evaluations")
+        # A controller of our own, with every Event written at once: a repeated Warning would show
+        # in the Event's count, not wait 30 s in the recorder.
+        controller = ScalerController(
+            app.client,
+            RecommendationStore(),
+            app.backends,
+            PrometheusClientPool(),
+            EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+            ScalerMetrics(),
+            scaled_objects=app.triggers,
+        )
+
+        async def evaluate(name: str) -> dict[str, Any]:
+            obj = get(cluster, "predictivescaler", name, ns)
+            await controller.reconcile(_Entry(obj=obj, generation=obj["metadata"]["generation"]))
+            return get(cluster, "predictivescaler", name, ns)
+
+        for _ in range(3):
+            web, quiet = await evaluate("web"), await evaluate("quiet")
+        consumed = condition(web, "Consumed")
+        assert (consumed["status"], consumed["reason"]) == ("False", "NoScaledObject"), consumed
+        assert "nothing applies the recommendation" in consumed["message"]
+        assert f"presage scaledobject web -n {ns}" in consumed["message"]
+        adjusted = condition(web, "SpecAdjusted")
+        assert (adjusted["status"], adjusted["reason"]) == ("True", "LeadTimeClamped"), adjusted
+        assert "leadTime.static 20m is above" in adjusted["message"]
+        assert web["status"]["lastForecast"]["leadTimeSeconds"] == 900  # the decision itself is unchanged
+        assert (condition(quiet, "Consumed")["status"], condition(quiet, "Consumed")["reason"]) == (
+            "False",
+            "NoScaledObject",
+        )
+        assert (condition(quiet, "SpecAdjusted")["status"], condition(quiet, "SpecAdjusted")["reason"]) == (
+            "False",
+            "AsSpecified",
+        )
+
+        def warnings() -> list[dict[str, Any]]:
+            events = json.loads(cluster.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+            return [e for e in events if e["reason"] == "NoScaledObject"]
+
+        # Three evaluations of each (four of web, with the running controller's): one Warning, for web.
+        [warning] = warnings()
+        assert warning["type"] == "Warning" and warning["involvedObject"]["name"] == "web"
+        assert warning["count"] == 1
+
+        apply(cluster, scaled_object("web-so", [PRESAGE_TRIGGER]), ns)
+        await until(instant(lambda: app.triggers.consumers(ns, "web")), lambda c: c == ["web-so"], "the index")
+        consumed = condition(await evaluate("web"), "Consumed")
+        assert (consumed["status"], consumed["reason"]) == ("True", "ScaledObjectFound"), consumed
+        assert "ScaledObject web-so" in consumed["message"]
+        # Deleted again: unconsumed anew, so a second Warning.
+        cluster.kubectl("delete", "scaledobject", "web-so", "-n", ns)
+        await until(instant(lambda: app.triggers.consumers(ns, "web")), lambda c: c == [], "the index")
+        assert condition(await evaluate("web"), "Consumed")["status"] == "False"
+        # (one Event counting 2, or two if the running controller recorded the first)
+        assert sum(w["count"] for w in warnings()) == 2

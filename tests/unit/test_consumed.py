@@ -1,0 +1,191 @@
+"""The ``Consumed`` condition: which ScaledObjects name a PredictiveScaler, and what that says."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.types import Condition, PredictiveScalerSpec
+from presage_scaler.controller.conditions import (
+    AGONES_WEBHOOK,
+    CONSUMED,
+    NO_SCALED_OBJECT,
+    SCALED_OBJECT_FOUND,
+    SCALED_OBJECTS_UNKNOWN,
+    ConditionUpdate,
+    consumed_condition,
+    hides_known,
+    unconsumed_warning_due,
+)
+from presage_scaler.controller.scaledobjects import ConsumerIndex, scalers_named
+
+NS = "shop"
+PRESAGE = {"type": "external", "metadata": {"scalerAddress": "presage:9090", "predictiveScaler": "web"}}
+CPU = {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}
+
+
+def scaled_object(name: str, *triggers: Any, namespace: str = NS) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"triggers": list(triggers)}}
+
+
+def external(scaler: Any, type_: Any = "external") -> dict[str, Any]:
+    return {"type": type_, "metadata": {"predictiveScaler": scaler}}
+
+
+@pytest.mark.parametrize(
+    ("triggers", "named"),
+    [
+        ([PRESAGE], {"web"}),
+        ([CPU, PRESAGE], {"web"}),
+        ([external("web", "external-push")], {"web"}),  # StreamIsActive is served too
+        ([external(" web ")], {"web"}),  # stripped, as the gRPC server reads it
+        ([PRESAGE, external("api")], {"web", "api"}),
+        ([external("web", "prometheus")], set()),  # predictiveScaler means nothing to other scalers
+        ([CPU], set()),
+        ([external("")], set()),
+        ([external(7)], set()),
+        ([external(["web"])], set()),
+        ([external("web", ["external"])], set()),  # an unhashable type must not raise
+        ([{"type": "external", "metadata": ["predictiveScaler"]}], set()),
+        (["external", None, 3], set()),
+    ],
+)
+def test_scalers_named(triggers: list[Any], named: set[str]) -> None:
+    assert scalers_named(scaled_object("so", *triggers)) == named
+
+
+@pytest.mark.parametrize("spec", [None, [], "triggers", {"triggers": "external"}, {"triggers": None}])
+def test_scalers_named_of_any_shape_is_empty(spec: Any) -> None:
+    assert scalers_named({"metadata": {"name": "so", "namespace": NS}, "spec": spec}) == frozenset()
+
+
+async def test_the_index_follows_upserts_and_deletes() -> None:
+    index = ConsumerIndex()
+    await index.on_event("upsert", scaled_object("b", PRESAGE))
+    await index.on_event("upsert", scaled_object("a", CPU, PRESAGE))
+    await index.on_event("upsert", scaled_object("c", external("api")))
+    await index.on_event("upsert", scaled_object("a", PRESAGE, namespace="elsewhere"))
+    assert index.consumers(NS, "web") == ["a", "b"]
+    assert index.consumers(NS, "api") == ["c"]
+    assert index.consumers("elsewhere", "web") == ["a"]  # namespaces never mix
+
+    await index.on_event("upsert", scaled_object("b", CPU))  # b loses presage's trigger
+    await index.on_event("upsert", scaled_object("c", external("web")))  # c now names web instead
+    assert index.consumers(NS, "web") == ["a", "c"]
+    assert index.consumers(NS, "api") == []
+
+    await index.on_event("delete", scaled_object("a", PRESAGE))
+    await index.on_event("delete", scaled_object("c", external("web")))
+    assert index.consumers(NS, "web") == []
+    assert index.consumers("elsewhere", "web") == ["a"]
+
+
+class FakeConsumers:
+    """What the ScaledObject cache answers: a list, or None while it is not synced."""
+
+    def __init__(self, found: Sequence[str] | None) -> None:
+        self.found = found
+
+    def consumers(self, namespace: str, scaler: str) -> Sequence[str] | None:
+        assert (namespace, scaler) == (NS, "web")
+        return self.found
+
+
+def spec(mode: str = "Enforce", target: dict[str, str] | None = None) -> PredictiveScalerSpec:
+    raw = {
+        "mode": mode,
+        "scaleTargetRef": target or {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "signal": {"prometheus": {"address": "http://p:9090", "query": "q"}},
+        "capacity": {"perReplica": 10},
+        "policy": {"maxReplicas": 100},
+    }
+    return parse(PredictiveScalerSpec, raw)
+
+
+FLEET = {"apiVersion": "agones.dev/v1", "kind": "Fleet", "name": "arena"}
+
+
+def test_a_scaledobject_that_names_the_scaler_consumes_it() -> None:
+    consumed = consumed_condition(spec(), NS, "web", FakeConsumers(["web-so"]))
+    assert (consumed.type, consumed.status, consumed.reason) == (CONSUMED, "True", SCALED_OBJECT_FOUND)
+    assert "ScaledObject web-so in namespace shop names this scaler" in consumed.message
+    several = consumed_condition(spec(), NS, "web", FakeConsumers(["a", "b"]))
+    assert "ScaledObjects a, b in namespace shop name this scaler" in several.message
+
+
+@pytest.mark.parametrize(("mode", "says"), [("Enforce", "nothing applies"), ("Shadow", "Shadow needs none")])
+def test_no_scaledobject(mode: str, says: str) -> None:
+    consumed = consumed_condition(spec(mode), NS, "web", FakeConsumers([]))
+    assert (consumed.status, consumed.reason) == ("False", NO_SCALED_OBJECT)
+    assert says in consumed.message
+    assert "presage scaledobject web -n shop | kubectl apply -f -" in consumed.message
+
+
+def test_an_unsynced_cache_is_unknown() -> None:
+    consumed = consumed_condition(spec(), NS, "web", FakeConsumers(None))
+    assert (consumed.status, consumed.reason) == ("Unknown", SCALED_OBJECTS_UNKNOWN)
+    assert "scaledobjects.keda.sh" in consumed.message
+
+
+@pytest.mark.parametrize("found", [None, []])
+def test_a_fleet_is_unknown_whatever_the_cache_says(found: list[str] | None) -> None:
+    consumed = consumed_condition(spec(target=FLEET), NS, "web", FakeConsumers(found))
+    assert (consumed.status, consumed.reason) == ("Unknown", AGONES_WEBHOOK)
+    assert "kubectl get fleetautoscalers -n shop" in consumed.message
+
+
+def test_a_fleet_named_by_a_scaledobject_is_consumed() -> None:
+    assert consumed_condition(spec(target=FLEET), NS, "web", FakeConsumers(["so"])).status == "True"
+
+
+def written(status: str, reason: str, generation: int) -> Condition:
+    return Condition(
+        type=CONSUMED,
+        status=status,
+        reason=reason,
+        message="",
+        observed_generation=generation,
+        last_transition_time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+
+UNCONSUMED = ConditionUpdate(CONSUMED, "False", NO_SCALED_OBJECT, "no ScaledObject")
+
+
+@pytest.mark.parametrize(
+    ("was", "consumed", "due"),
+    [
+        (None, UNCONSUMED, True),  # first evaluation
+        (written("Unknown", SCALED_OBJECTS_UNKNOWN, 3), UNCONSUMED, True),  # the cache just synced
+        (written("True", SCALED_OBJECT_FOUND, 3), UNCONSUMED, True),  # its ScaledObject was deleted
+        (written("False", NO_SCALED_OBJECT, 2), UNCONSUMED, True),  # the spec changed (to Enforce, say)
+        (written("False", NO_SCALED_OBJECT, 3), UNCONSUMED, False),  # already said at this generation
+        (None, ConditionUpdate(CONSUMED, "True", SCALED_OBJECT_FOUND, ""), False),
+        (None, ConditionUpdate(CONSUMED, "Unknown", SCALED_OBJECTS_UNKNOWN, ""), False),
+    ],
+)
+def test_unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, due: bool) -> None:
+    assert unconsumed_warning_due(was, consumed, 3) is due
+
+
+UNKNOWN = ConditionUpdate(CONSUMED, "Unknown", SCALED_OBJECTS_UNKNOWN, "")
+
+
+@pytest.mark.parametrize(
+    ("consumed", "was", "hides"),
+    [
+        (UNKNOWN, written("False", NO_SCALED_OBJECT, 3), True),
+        (UNKNOWN, written("True", SCALED_OBJECT_FOUND, 3), True),
+        (UNKNOWN, written("False", NO_SCALED_OBJECT, 2), False),  # known for another spec: no longer
+        (UNKNOWN, written("Unknown", SCALED_OBJECTS_UNKNOWN, 3), False),
+        (UNKNOWN, None, False),
+        (UNCONSUMED, written("True", SCALED_OBJECT_FOUND, 3), False),
+        (ConditionUpdate(CONSUMED, "Unknown", AGONES_WEBHOOK, ""), written("True", SCALED_OBJECT_FOUND, 3), False),
+    ],
+)
+def test_hides_known(consumed: ConditionUpdate, was: Condition | None, hides: bool) -> None:
+    assert hides_known(consumed, was, 3) is hides

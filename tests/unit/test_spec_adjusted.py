@@ -1,0 +1,171 @@
+"""``SpecAdjusted``: the lead time and horizon an evaluation used, against what the spec asked for."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from presage_scaler.api.parse import parse
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.controller.conditions import AS_SPECIFIED, SPEC_ADJUSTED, spec_adjusted_condition
+from presage_scaler.leadtime import (
+    HORIZON_CUT,
+    HORIZON_RAISED,
+    LEAD_TIME_CLAMPED,
+    MAX_FORECAST_STEPS,
+    Adjustment,
+    resolve_horizon,
+    resolve_lead_time,
+    spec_adjustments,
+)
+
+OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
+
+
+def spec(signal: dict[str, Any] | None = None, **top: Any) -> PredictiveScalerSpec:
+    raw = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "signal": {"prometheus": {"address": "http://p:9090", "query": "q"}, "resolution": "1m", **(signal or {})},
+        "capacity": {"perReplica": 10},
+        "policy": {"maxReplicas": 100},
+        "interval": "1m",
+        **top,
+    }
+    return parse(PredictiveScalerSpec, raw)
+
+
+def adjusted(s: PredictiveScalerSpec, max_horizon: int | None = None, observed: float | None = None):
+    return spec_adjustments(s, resolve_lead_time(s.lead_time, observed), max_horizon)
+
+
+def used_steps(s: PredictiveScalerSpec, max_horizon: int | None, step: timedelta = timedelta(minutes=1)) -> int:
+    """What the evaluation asks the backend for: the number every message must agree with."""
+    lead = resolve_lead_time(s.lead_time).value
+    return resolve_horizon(s.forecast, lead, s.interval, step, max_horizon)
+
+
+@pytest.mark.parametrize(
+    ("s", "max_horizon"),
+    [
+        (spec(), None),  # lead 2m, default horizon 8 steps, window 3
+        (spec(), 64),
+        (spec(forecast={"horizon": "1h"}), 64),
+        (spec(leadTime={"static": "15m"}), None),  # leadTime.max is inclusive
+        (spec(interval="10m"), None),  # the default horizon raised to the window is the default
+    ],
+)
+def test_as_specified(s: PredictiveScalerSpec, max_horizon: int | None) -> None:
+    assert adjusted(s, max_horizon) == ()
+    condition = spec_adjusted_condition(adjusted(s, max_horizon))
+    assert (condition.type, condition.status, condition.reason) == (SPEC_ADJUSTED, "False", AS_SPECIFIED)
+
+
+@pytest.mark.parametrize(
+    ("lead_time", "observed", "says"),
+    [
+        ({"static": "20m"}, None, "leadTime.static 20m is above [leadTime.min, leadTime.max] = [30s, 15m]"),
+        ({"static": "10s"}, None, "leadTime.static 10s is below [leadTime.min, leadTime.max] = [30s, 15m]"),
+        (OBSERVED, 3600.0, "the leadTime.observed query's value is above [leadTime.min, leadTime.max]"),
+        (OBSERVED, 3.0, "the leadTime.observed query's value is below [leadTime.min, leadTime.max]"),
+        ({**OBSERVED, "min": "5m", "max": "5m"}, 3.0, "value is outside [leadTime.min, leadTime.max] = [5m, 5m]"),
+    ],
+)
+def test_a_clamped_lead_time(lead_time: dict[str, Any], observed: float | None, says: str) -> None:
+    s = spec(leadTime=lead_time)
+    [adjustment] = adjusted(s, observed=observed)
+    used = resolve_lead_time(s.lead_time, observed).value
+    assert adjustment.reason == LEAD_TIME_CLAMPED
+    assert says in adjustment.message
+    assert adjustment.message.endswith(
+        f"the scaler is sized for the lead time clamped into it, {format_duration(used)}"
+    )
+
+
+def test_an_explicit_horizon_cut_by_the_backend() -> None:
+    s = spec(forecast={"horizon": "2h"})  # 120 steps, window 3
+    [adjustment] = adjusted(s, 64)
+    assert used_steps(s, 64) == 64
+    assert adjustment.reason == HORIZON_CUT
+    assert adjustment.message == (
+        "forecast.horizon 2h at resolution 1m is 120 steps; cut to 64 steps (1h4m), the backend's maxHorizon 64; "
+        "the sizing window is still covered"
+    )
+
+
+def test_a_cut_short_of_the_sizing_window_says_so() -> None:
+    s = spec(leadTime={"static": "10m"}, interval="10m")  # window 20 steps, default horizon 40
+    [adjustment] = adjusted(s, 16)
+    assert adjustment.reason == HORIZON_CUT
+    assert "the default horizon (4 × the lead time 10m) at resolution 1m is 40 steps" in adjustment.message
+    assert f"cut to {used_steps(s, 16)} steps (16m), the backend's maxHorizon 16" in adjustment.message
+    assert "short of the sizing window" in adjustment.message
+
+
+def test_the_default_horizon_cut_by_presages_own_limit() -> None:
+    s = spec({"resolution": "1s", "history": "1h"}, leadTime={"static": "2h", "max": "2h"}, interval="1s")
+    [adjustment] = adjusted(s)
+    assert adjustment.reason == HORIZON_CUT
+    assert "is 28800 steps" in adjustment.message  # 4 × 7200
+    assert f"cut to {MAX_FORECAST_STEPS} steps (5h33m20s), presage's limit of {MAX_FORECAST_STEPS} steps" in (
+        adjustment.message
+    )
+    assert used_steps(s, None, timedelta(seconds=1)) == MAX_FORECAST_STEPS
+
+
+def test_an_explicit_horizon_raised_to_the_sizing_window() -> None:
+    s = spec(forecast={"horizon": "2m"})  # the lead time, 2 steps; the window is 3
+    [adjustment] = adjusted(s)
+    assert used_steps(s, None) == 3
+    assert adjustment.reason == HORIZON_RAISED
+    assert adjustment.message == (
+        "forecast.horizon 2m at resolution 1m is 2 steps, raised to the sizing window (lead time + interval 1m, "
+        "3 steps), so that the horizon never changes what is sized"
+    )
+
+
+def test_raised_then_cut_is_a_cut() -> None:
+    s = spec(forecast={"horizon": "2m"}, interval="10m")  # 2 steps asked, the 12-step window, 5 allowed
+    [adjustment] = adjusted(s, 5)
+    assert adjustment.reason == HORIZON_CUT
+    assert "is 2 steps, raised to the sizing window (lead time + interval 10m, 12 steps); cut to 5 steps" in (
+        adjustment.message
+    )
+
+
+def test_each_resolution_is_judged_once_and_the_clamp_comes_first() -> None:
+    signal = {"prometheus": {"address": "http://p:9090", "query": "q"}, "capacity": {"perReplica": 10}}
+    s = parse(
+        PredictiveScalerSpec,
+        {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "signals": [
+                {"name": "coarse", "resolution": "5m", **signal},
+                {"name": "fine", "resolution": "10s", **signal},
+                {"name": "fine2", "resolution": "10s", **signal},
+            ],
+            "policy": {"maxReplicas": 100},
+            "leadTime": {"static": "20m"},  # clamped to 15m: 90 steps of 10s, 3 of 5m
+            "forecast": {"horizon": "1h"},  # 360 steps of 10s (cut to 100), 12 of 5m (fits)
+        },
+    )
+    adjustments = spec_adjustments(s, resolve_lead_time(s.lead_time), 100)
+    assert [a.reason for a in adjustments] == [LEAD_TIME_CLAMPED, HORIZON_CUT]
+    assert "at resolution 10s is 360 steps; cut to 100 steps" in adjustments[1].message
+
+    condition = spec_adjusted_condition(adjustments)
+    assert (condition.status, condition.reason) == ("True", LEAD_TIME_CLAMPED)
+    assert condition.message == f"{adjustments[0].message}; {adjustments[1].message}"
+
+
+def test_the_condition_takes_the_first_reason() -> None:
+    adjustments = (Adjustment(HORIZON_CUT, "cut"), Adjustment(HORIZON_RAISED, "raised"))
+    condition = spec_adjusted_condition(adjustments)
+    assert (condition.type, condition.status, condition.reason, condition.message) == (
+        SPEC_ADJUSTED,
+        "True",
+        HORIZON_CUT,
+        "cut; raised",
+    )
