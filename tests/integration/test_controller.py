@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +19,8 @@ from presage_scaler.kube.events import EventRecorder
 from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.prometheus import PrometheusClientPool
 from presage_scaler.store import RecommendationStore
+from tests.harness.fixtures_prometheus import PrometheusFactory
+from tests.harness.kube import KubeControlPlane
 from tests.harness.presage_cluster import (
     apply,
     condition,
@@ -112,18 +117,25 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
     assert row.split()[:6] == ["web", "Shadow", "web", "3", row.split()[4], "40"]
 
 
-async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend_name, prometheus_factory, caplog):
+@contextlib.asynccontextmanager
+async def _evaluated_once(
+    cluster: KubeControlPlane, namespace: str, backend_name: str, prometheus_factory: PrometheusFactory
+) -> AsyncIterator[tuple[Any, dict[str, Any]]]:
+    """A running controller and its 10m-interval scaler "web" as it is after its first evaluation."""
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
-    apply(cluster, deployment("web", 3), kube_namespace)
-    apply(
-        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
-    )
-    async with running(options(cluster, kube_namespace)) as app:
-        stale = await eventually(
-            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+    apply(cluster, deployment("web", 3), namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), namespace)
+    async with running(options(cluster, namespace)) as app:
+        scaler = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", namespace),
             lambda o: (o.get("status") or {}).get("lastForecast") is not None,
             what="a first recommendation",
         )
+        yield app, scaler
+
+
+async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend_name, prometheus_factory, caplog):
+    async with _evaluated_once(cluster, kube_namespace, backend_name, prometheus_factory) as (app, stale):
         # Someone else changes the object: the controller's copy is now out of date.
         cluster.kubectl("label", "predictivescaler", "web", "-n", kube_namespace, "touched=yes")
         await asyncio.sleep(1.1)  # status timestamps have one-second resolution
@@ -138,17 +150,7 @@ async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend
 async def test_a_leader_deposed_mid_retry_writes_nothing(cluster, kube_namespace, backend_name, prometheus_factory):
     """Leadership is checked before every write, retries included: a replica that lost its Lease
     between a conflict and its retry must not overwrite the new leader's status."""
-    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
-    apply(cluster, deployment("web", 3), kube_namespace)
-    apply(
-        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
-    )
-    async with running(options(cluster, kube_namespace)) as app:
-        stale = await eventually(
-            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
-            lambda o: (o.get("status") or {}).get("lastForecast") is not None,
-            what="a first recommendation",
-        )
+    async with _evaluated_once(cluster, kube_namespace, backend_name, prometheus_factory) as (app, stale):
         cluster.kubectl("label", "predictivescaler", "web", "-n", kube_namespace, "touched=yes")
         await asyncio.sleep(1.1)  # status timestamps have one-second resolution
         checks: list[bool] = []
@@ -198,26 +200,20 @@ async def test_an_unexpected_error_is_internal_error_and_keeps_the_recommendatio
 ):
     """The catch-all of one evaluation: the scaler goes Degraded with InternalError naming the
     exception, its last recommendation stays, and the controller goes on."""
-    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
-    apply(cluster, deployment("web", 3), kube_namespace)
-    apply(
-        cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), kube_namespace
-    )
-    async with running(options(cluster, kube_namespace)) as app:
-        good = await eventually(
-            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
-            lambda o: (o.get("status") or {}).get("recommendedReplicas") is not None,
-            what="a first recommendation",
-        )
+    async with _evaluated_once(cluster, kube_namespace, backend_name, prometheus_factory) as (app, good):
+        pool = PrometheusClientPool()
         buggy = ScalerController(
             app.client,
             RecommendationStore(),
             _ExplodingBackends(app.backends),
-            PrometheusClientPool(),
+            pool,
             EventRecorder(app.client, host="buggy"),
             ScalerMetrics(),
         )
-        await buggy.reconcile(_Entry(obj=good, generation=good["metadata"]["generation"]))
+        try:
+            await buggy.reconcile(_Entry(obj=good, generation=good["metadata"]["generation"]))
+        finally:
+            await pool.aclose()
         assert not app.crashed.is_set()
     after = get(cluster, "predictivescaler", "web", kube_namespace)
     degraded = condition(after, "Degraded")
