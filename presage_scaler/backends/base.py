@@ -1,8 +1,9 @@
 """The forecasting backend interface: history in, point + quantiles per step out, plus identity.
 
 Every backend (the built-in SeasonalNaive, the TimesFM model server client) implements
-:class:`Backend`. A call carries a batch of histories, so one evaluation with several signals — or
-a backtest with many decision windows — is one call.
+:class:`ProbedBackend`: :class:`Backend` plus the controller's probe. A call carries a batch of
+histories, so one evaluation with several signals — or a backtest with many decision windows — is
+one call.
 """
 
 from __future__ import annotations
@@ -149,4 +150,12 @@ class Backend(Protocol):
 
     async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         """Forecast each request; results are in request order. Raises :class:`BackendError`."""
+        ...
+
+
+class ProbedBackend(Backend, Protocol):
+    """A backend the ForecastBackend controller can probe: every backend the registry builds."""
+
+    async def probe(self) -> str | None:
+        """Check the backend answers; return the model it reports. Raises :class:`BackendError`."""
         ...

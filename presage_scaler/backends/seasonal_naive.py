@@ -78,11 +78,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import SeasonalNaiveBackend
+from presage_scaler.api.types import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.backends.base import (
     BackendRejected,
     Forecast,
@@ -94,6 +95,9 @@ from presage_scaler.backends.base import (
     check_history,
 )
 from presage_scaler.rolling import window_maxima, window_sums
+
+if TYPE_CHECKING:
+    import httpx
 
 MIN_RESIDUALS = 24
 """Fewest residuals the seasonal band is estimated from; below that the recent-level fallback runs."""
@@ -264,6 +268,10 @@ class SeasonalNaive:
         """The ForecastBackend's name, with the settings as the model, e.g. ``seasonal-naive/168hx3``."""
         model = f"{SEASONAL}/{format_duration(self.season)}x{self.cycles}"
         return ModelIdentity(backend=self.name, model=model)
+
+    async def probe(self) -> str | None:
+        """Nothing to reach, so always ready: the model is the identity's (its settings)."""
+        return self.identity.model
 
     @property
     def max_context(self) -> int | None:
@@ -438,6 +446,12 @@ class SeasonalNaive:
             f"{span}: only {n - season_steps} steps after the first {season} season to measure the "
             f"seasonal forecast's error (needs {MIN_RESIDUALS})"
         )
+
+
+def from_spec(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None) -> SeasonalNaive:
+    """The SeasonalNaive backend of the ForecastBackend ``name`` (the registry's factory; in-process,
+    so ``http`` is unused)."""
+    return SeasonalNaive.from_settings(spec.seasonal_naive_or_default, name)
 
 
 def _levels_of(quantiles: Sequence[float]) -> np.ndarray:

@@ -25,6 +25,7 @@ condition reason the controller reports with Degraded: ``BackendUnreachable``, `
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ import httpx
 import numpy as np
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import TimesFMBackend
+from presage_scaler.api.types import ForecastBackendSpec, TimesFMBackend
 from presage_scaler.backends.base import (
     BackendError,
     BackendRejected,
@@ -44,6 +45,8 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
+
+log = logging.getLogger(__name__)
 
 POINT_ONLY = "point forecast only (useQuantileHead: false)"
 
@@ -175,6 +178,14 @@ class TimesFMClient:
         self._model, self._revision = info.model, info.revision
         return info
 
+    async def probe(self) -> str | None:
+        """The ForecastBackend probe: :meth:`describe`, warning where the spec and the server disagree;
+        the model as ``model@revision`` when the server reports a revision."""
+        info = await self.describe()
+        for problem in info.mismatches(self.settings):
+            log.warning("backend=%s settings disagree with the server: %s", self.name, problem)
+        return f"{info.model}@{info.revision}" if info.revision else info.model
+
     async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         """Forecast every request in one HTTP call; results in request order."""
         if not requests:
@@ -222,6 +233,13 @@ class TimesFMClient:
         if not isinstance(body, dict):
             raise InvalidForecasterResponse(f"{url} answered a JSON {type(body).__name__}, not an object")
         return body
+
+
+def from_spec(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None) -> TimesFMClient:
+    """The TimesFM backend of the ForecastBackend ``name`` (the registry's factory), on ``http``
+    when given, else on a client of its own."""
+    assert spec.times_fm is not None  # enforced by the API rules
+    return TimesFMClient(name, spec.times_fm, http)
 
 
 def _status_error(url: str, response: httpx.Response) -> BackendError:

@@ -26,7 +26,7 @@ from presage_scaler.api.quantities import (
 )
 from presage_scaler.api.types import FORECAST_BACKEND, ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
-from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.backends.registry import build_backend
 from presage_scaler.backtest.errors import BacktestError
 
 if TYPE_CHECKING:  # trace.py needs the backtest extra; the command's flags are parsed before it is checked
@@ -218,11 +218,15 @@ def backend_spec(
     return parse(ForecastBackendSpec, data, path="spec")
 
 
-def make_backend(spec: ForecastBackendSpec) -> Backend:
-    """The backend a ForecastBackend spec describes."""
-    if spec.type == "SeasonalNaive":
-        return SeasonalNaive.from_settings(spec.seasonal_naive_or_default)
-    raise BacktestError(
-        f"the {spec.type} backend has no client in this build; presage_scaler.backtest.runner.run_backtest "
-        "accepts any Backend object"
-    )
+def make_backend(spec: ForecastBackendSpec, name: str = "default") -> Backend:
+    """The backend a ForecastBackend spec describes, for the ForecastBackend ``name``: built by the
+    registry, as the controller builds it (a TimesFM backend talks to its forecaster)."""
+    return build_backend(name, spec)
+
+
+def backend_name(document: dict[str, Any]) -> str:
+    """The ForecastBackend's name in a :func:`load_document` answer: its ``metadata.name``, else
+    ``default`` (the name a scaler without ``forecast.backendRef`` uses)."""
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) and name else "default"

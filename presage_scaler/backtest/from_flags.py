@@ -17,7 +17,9 @@ from presage_scaler.backends.base import BackendError
 from presage_scaler.backtest.config import (
     Overrides,
     backend_beside,
+    backend_name,
     backend_spec,
+    load_document,
     load_object,
     make_backend,
     scaler_spec,
@@ -55,13 +57,15 @@ def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
         headroom=args.headroom,
         max_replicas=args.max_replicas,
     )
+    name = "default"
     if args.backend_spec:
-        backend_data = load_object(args.backend_spec, FORECAST_BACKEND.name)
+        document = load_document(args.backend_spec, FORECAST_BACKEND.name)
+        backend_data, name = document["spec"], backend_name(document)
     else:  # the backend the spec names, when its file holds it (presage tune writes both)
         backend_data = backend_beside(args.spec, spec_data) if args.spec and spec_data else None
     return Setup(
         spec=scaler_spec(trace, spec_data, overrides),
-        backend=make_backend(backend_spec(backend_data, args.season, args.cycles)),
+        backend=make_backend(backend_spec(backend_data, args.season, args.cycles), name),
         boot_delay=args.lead_time,
         warmup=args.warmup,
         reactive_headroom=args.reactive_headroom,

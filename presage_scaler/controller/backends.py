@@ -1,9 +1,10 @@
 """The ForecastBackend controller: one live backend per object, probed on a period, status written.
 
-SeasonalNaive runs in-process and is always ready. A TimesFM backend is probed over HTTP
-(``GET /v1/model`` on the forecaster); the model it reports lands in ``status.model``. Scalers
-look their backend up here: a missing backend, or one whose last probe failed, makes the scaler
-Degraded with that reason instead of spending its evaluation on a call that will time out.
+Backends are built by :mod:`presage_scaler.backends.registry` and probe themselves: SeasonalNaive
+runs in-process and is always ready; a TimesFM backend is probed over HTTP (``GET /v1/model`` on
+the forecaster). The model a probe reports lands in ``status.model``. Scalers look their backend
+up here: a missing backend, or one whose last probe failed, makes the scaler Degraded with that
+reason instead of spending its evaluation on a call that will time out.
 """
 
 from __future__ import annotations
@@ -14,53 +15,19 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
 import httpx
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.types import ForecastBackendSpec, ForecastBackendStatus
-from presage_scaler.backends.base import Backend, BackendError
-from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.backends.timesfm import TimesFMClient
+from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
+from presage_scaler.backends.registry import build_backend
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
 from presage_scaler.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 
 FORECAST_BACKENDS = Resource("scaling.presage.sh", "v1alpha1", "forecastbackends", False, "ForecastBackend")
-
-
-class ProbedBackend(Backend, Protocol):
-    async def probe(self) -> str | None:
-        """Check the backend answers; return the model it reports. Raises BackendError."""
-        ...
-
-
-class InProcessSeasonalNaive(SeasonalNaive):
-    """SeasonalNaive with the probe every backend has: nothing to reach, so always ready."""
-
-    async def probe(self) -> str | None:
-        return self.identity.model
-
-
-class ProbedTimesFM(TimesFMClient):
-    """The TimesFM client; its probe is ``GET /v1/model`` on presage-forecaster."""
-
-    async def probe(self) -> str | None:
-        info = await self.describe()
-        for problem in info.mismatches(self.settings):
-            log.warning("backend=%s settings disagree with the server: %s", self.name, problem)
-        return f"{info.model}@{info.revision}" if info.revision else info.model
-
-
-def build_backend(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient) -> ProbedBackend:
-    """The live backend a ForecastBackend spec describes."""
-    if spec.type == "TimesFM":
-        assert spec.times_fm is not None  # enforced by the API rules
-        return ProbedTimesFM(name, spec.times_fm, http)
-    settings = spec.seasonal_naive_or_default
-    return InProcessSeasonalNaive(season=settings.season, cycles=settings.cycles, name=name)
 
 
 @dataclass

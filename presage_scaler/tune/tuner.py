@@ -29,6 +29,7 @@ from presage_scaler.backtest.metrics import measure
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
+from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
 from presage_scaler.tune.prepared import Forecasts, Prepared, forecast, prepare
 from presage_scaler.tune.replay import replay
@@ -236,6 +237,11 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from
     the trace (maxReplicas) and the oracle the in-sample cost is measured against see only the trace
     before it."""
+    if setup.backend.type != "SeasonalNaive":  # the search tunes SeasonalNaive's settings, scored by its hindcasts
+        raise TuneError(
+            f"presage tune needs a backend that answers hindcasts (SeasonalNaive); a {setup.backend.type} "
+            "backend does not"
+        )
     began = time.perf_counter()
     # Where the warm-up ends depends on the spec's resolution, not on anything the trace sets.
     provisional = scaler_spec(trace, setup.spec, setup.overrides)

@@ -11,6 +11,7 @@ import pytest
 
 from presage_scaler.api.parse import SpecError
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.backends.timesfm import TimesFMClient
 from presage_scaler.backtest.config import (
     Overrides,
     backend_spec,
@@ -200,9 +201,10 @@ def test_backend_defaults_and_overrides():
     assert isinstance(default, SeasonalNaive) and default.season == timedelta(hours=168)
 
 
-def test_a_backend_without_a_client_is_refused():
+def test_a_timesfm_backend_is_its_forecasters_client():
     spec = backend_spec({"type": "TimesFM", "timesFM": {"endpoint": "http://forecaster:8080"}})
-    with pytest.raises(BacktestError, match="accepts any Backend"):
-        make_backend(spec)
+    backend = make_backend(spec, "tfm")
+    assert isinstance(backend, TimesFMClient) and backend.settings == spec.times_fm
+    assert backend.identity.backend == "tfm"
     with pytest.raises(BacktestError, match="SeasonalNaive backend only"):
         backend_spec({"type": "TimesFM", "timesFM": {"endpoint": "http://f:8080"}}, cycles=2)
