@@ -174,7 +174,12 @@ def run_presage(plan: Plan, on_progress: Callable[[int], None] | None = None) ->
             start=plan.trace.start,
             step=plan.trace.step,
         )
-        simulation = simulate(len(plan.trace), plan.schedule, policy, plan.initial, on_progress)
+        try:
+            simulation = simulate(len(plan.trace), plan.schedule, policy, plan.initial, on_progress)
+        finally:
+            # A client backend (TimesFM) opened its connection pool on this loop: close it there.
+            if (close := getattr(plan.backend, "aclose", None)) is not None:
+                loop.run(close())
     return simulation, policy.record()
 
 

@@ -15,13 +15,11 @@ Two different failures, two different paths in KEDA:
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.workload import Workload, failures_and_fallback
+from tests.e2e.workload import Workload, failures_and_fallback, watch_until_fallback
 from tests.harness.autoscaling import Autoscaling
 from tests.harness.presage_cluster import eventually
 
@@ -30,19 +28,6 @@ pytestmark = pytest.mark.e2e
 THRESHOLD = 3  # what `presage scaledobject` prints by default
 RUNNING = 5
 FLOOR = 8
-
-
-async def watch_until_fallback(web: Workload, timeout: float) -> list[tuple[int, bool, int]]:
-    """(failures, fallback, replicas) as often as the API server answers, until the fallback is on."""
-    seen: list[tuple[int, bool, int]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        failures, fallback = failures_and_fallback(await asyncio.to_thread(web.scaled_object_status))
-        seen.append((failures, fallback, await asyncio.to_thread(web.replicas)))
-        if fallback:
-            return seen
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no fallback within {timeout:.0f}s; seen (failures, fallback, replicas): {seen[-20:]}")
 
 
 async def running_at(workload: Callable[[], Workload], replicas: int) -> Workload:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.workload import Workload
+from tests.e2e.workload import Workload, watch_until_fallback
 from tests.harness.presage_cluster import eventually
 
 pytestmark = pytest.mark.e2e
@@ -48,3 +48,36 @@ async def test_shadow_never_moves_the_replicas(workload: Callable[[], Workload])
         )
         await web.holds(web.replicas, lambda n, wanted=wanted: n == wanted, 6, f"{wanted} replicas")
     assert web.recommended() == RECOMMENDED
+
+
+async def test_a_presage_outage_holds_scale_down_beside_another_trigger(workload: Callable[[], Workload]) -> None:
+    """What docs/keda.md warns of: while presage answers errors, a Shadow trigger beside another is not
+    absent. KEDA's fallback reports the current count for it, so the other trigger still scales up but
+    nothing scales down until presage answers again."""
+    web = workload()
+    web.deploy(replicas=RUNNING)
+    web.scaler(mode="Shadow", min_replicas=1)
+    scaled_object = web.scaled_object()
+    other = {
+        "type": "metrics-api",
+        "metricType": "AverageValue",
+        "metadata": {"url": f"http://{web.demand.address}/json", "valueLocation": "other", "targetValue": "1"},
+    }
+    web.demand.set(other=6.0)
+    scaled_object["spec"]["triggers"].append(other)
+    web.apply_scaled_object(scaled_object)
+    await eventually(web.replicas, lambda n: n == 6, timeout=60, what="the other trigger's 6 replicas")
+
+    web.prometheus.stop()  # presage's recommendation goes stale: every call is UNAVAILABLE
+    try:
+        await watch_until_fallback(web, timeout=120)
+        web.demand.set(other=2.0)
+        await web.holds(web.replicas, lambda n: n == 6, 15, "the count while presage fails (no scale-down)")
+        web.demand.set(other=8.0)
+        await eventually(web.replicas, lambda n: n == 8, timeout=60, what="the other trigger scaling up to 8")
+        web.demand.set(other=2.0)
+        await web.holds(web.replicas, lambda n: n == 8, 10, "the raised count while presage fails")
+    finally:
+        web.prometheus.start()
+    # presage fresh again: it answers 0 beside the other trigger, which alone decides once more.
+    await eventually(web.replicas, lambda n: n == 2, timeout=90, what="the other trigger's 2 replicas")

@@ -162,6 +162,19 @@ def failures_and_fallback(status: dict[str, Any]) -> tuple[int, bool]:
     return max(counts, default=0), fallback == ["True"]
 
 
+async def watch_until_fallback(web: Workload, timeout: float) -> list[tuple[int, bool, int]]:
+    """(failures, fallback, replicas) as often as the API server answers, until the fallback is on."""
+    seen: list[tuple[int, bool, int]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        failures, fallback = failures_and_fallback(await asyncio.to_thread(web.scaled_object_status))
+        seen.append((failures, fallback, await asyncio.to_thread(web.replicas)))
+        if fallback:
+            return seen
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no fallback within {timeout:.0f}s; seen (failures, fallback, replicas): {seen[-20:]}")
+
+
 def _quantity(text: str) -> float:
     """A Kubernetes quantity as the HPA writes metric values: plain, or in thousandths (``1100m``)."""
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
