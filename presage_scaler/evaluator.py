@@ -47,15 +47,16 @@ from presage_scaler.calibration import (
 from presage_scaler.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
 from presage_scaler.policy import Decision, PolicyState, SignalInput
 from presage_scaler.policy import decide as policy_decide
+from presage_scaler.reasons import Reason
 from presage_scaler.timegrid import align_down
 
 
 class EvaluationError(Exception):
-    """An evaluation that could not produce a recommendation; ``reason`` is a condition reason."""
+    """An evaluation that could not produce a recommendation; ``reason`` is its Degraded reason."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason = Reason(reason)  # a reason outside the vocabulary fails here, where it is written
         self.message = message
 
 
@@ -332,7 +333,7 @@ async def _capacity(source: SignalSource, signal: SignalSpec, now: datetime) -> 
     value = await source.instant(signal.capacity_query, now)
     if not math.isfinite(value) or value <= 0:
         raise EvaluationError(
-            "InvalidCapacity",
+            Reason.INVALID_CAPACITY,
             f"signal {signal.name}: capacity query returned {value}; per-replica capacity must be a positive number",
         )
     return value

@@ -8,12 +8,13 @@ from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
+from presage_scaler.reasons import Reason
 
 
 class HorizonError(ValueError):
     """The backend cannot forecast as far as the lead time."""
 
-    reason = "HorizonTooShort"
+    reason = Reason.HORIZON_TOO_SHORT
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,7 @@ def resolve_horizon(
     return min(horizon, limit)
 
 
-LEAD_TIME_CLAMPED = "LeadTimeClamped"
-HORIZON_CUT = "HorizonCut"
-HORIZON_RAISED = "HorizonRaised"
-_ADJUSTMENT_ORDER = (LEAD_TIME_CLAMPED, HORIZON_CUT, HORIZON_RAISED)
+_ADJUSTMENT_ORDER = (Reason.LEAD_TIME_CLAMPED, Reason.HORIZON_CUT, Reason.HORIZON_RAISED)
 
 
 @dataclass(frozen=True)
@@ -81,13 +79,13 @@ class Adjustment:
     """One number an evaluation used instead of what the spec asked for: a condition reason, and a
     message saying what was asked, what was used and why."""
 
-    reason: str
+    reason: Reason
     message: str
 
 
 def spec_adjustments(spec: PredictiveScalerSpec, lead: LeadTime, max_horizon: int | None) -> tuple[Adjustment, ...]:
     """What an evaluation of ``spec`` that resolved ``lead`` used other than as written, most
-    consequential first (:data:`LEAD_TIME_CLAMPED`, :data:`HORIZON_CUT`, :data:`HORIZON_RAISED`);
+    consequential first (:data:`Reason.LEAD_TIME_CLAMPED`, :data:`Reason.HORIZON_CUT`, :data:`Reason.HORIZON_RAISED`);
     empty when the spec was used as written.
 
     Describes, never decides: the horizon is the one :func:`resolve_horizon` requests (one per
@@ -95,7 +93,7 @@ def spec_adjustments(spec: PredictiveScalerSpec, lead: LeadTime, max_horizon: in
     :class:`HorizonError` here as there). A default horizon raised to the sizing window is the
     documented default, not an adjustment; cut, it is one.
     """
-    found = [Adjustment(LEAD_TIME_CLAMPED, _clamp_message(spec.lead_time, lead))] if lead.clamped else []
+    found = [Adjustment(Reason.LEAD_TIME_CLAMPED, _clamp_message(spec.lead_time, lead))] if lead.clamped else []
     signals = [spec.signal] if spec.signal is not None else list(spec.signals or ())
     for step in dict.fromkeys(s.resolution for s in signals):
         found.extend(_horizon_adjustments(spec, lead.value, step, max_horizon))
@@ -145,7 +143,7 @@ def _horizon_adjustments(
             "calibration accounts for the rest"
         )
         message = f"{asked}; cut to {used} steps ({format_duration(used * step)}), {who}; {covered}"
-        return [Adjustment(HORIZON_CUT, message)]
+        return [Adjustment(Reason.HORIZON_CUT, message)]
     if explicit is not None and used > wanted:
-        return [Adjustment(HORIZON_RAISED, f"{asked}, so that the horizon never changes what is sized")]
+        return [Adjustment(Reason.HORIZON_RAISED, f"{asked}, so that the horizon never changes what is sized")]
     return []

@@ -31,6 +31,7 @@ from presage_scaler.api.types import CONSTRAINTS, PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.evaluator import Recommendation, SignalSource, SignalSpec
 from presage_scaler.leadtime import steps_for
+from presage_scaler.reasons import FAILURES
 from presage_scaler.shadow import ShadowSummary
 from presage_scaler.store import RecommendationStore
 
@@ -38,42 +39,7 @@ SCALER = ("namespace", "scaler")
 FORECAST_CONSTRAINT = "Forecast"
 """The ``constraint`` label value when the forecast itself bound (``breakdown.constraint == ""``)."""
 CONSTRAINT_LABELS = (FORECAST_CONSTRAINT, *CONSTRAINTS)
-ERROR_REASONS = frozenset(
-    {
-        # the data source
-        "PrometheusError",
-        "PrometheusUnreachable",
-        "QueryFailed",
-        "TooManySeries",
-        "NoData",
-        "InvalidValue",
-        "InvalidCapacity",
-        # the forecast backend
-        "ForecastFailed",
-        "BackendNotFound",
-        "BackendNotReady",
-        "BackendOverloaded",
-        "BackendUnavailable",
-        "BackendUnreachable",
-        "BackendTimeout",
-        "BackendServerError",
-        "BackendRejected",
-        "InvalidBackendResponse",
-        "HorizonTooShort",
-        # the cluster and the spec
-        "InvalidSpec",
-        "KubernetesUnavailable",
-        "SecretNotFound",
-        "SecretKeyNotFound",
-        "SecretForbidden",
-        "SecretUnavailable",
-        "TargetNotFound",
-        "TargetForbidden",
-        "TargetUnreadable",
-        "EvaluationTimeout",
-        "InternalError",
-    }
-)
+ERROR_REASONS: frozenset[str] = frozenset(FAILURES)
 """Evaluation error reasons exported as themselves; any other reason is counted as ``Other``."""
 OTHER_REASON = "Other"
 MAX_PROJECTED_OFFSETS = 64

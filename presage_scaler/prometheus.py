@@ -44,6 +44,7 @@ import numpy as np
 
 from presage_scaler.backends.base import History
 from presage_scaler.httppool import MAX_CONNECTIONS
+from presage_scaler.reasons import Reason
 from presage_scaler.timegrid import align_down
 
 if TYPE_CHECKING:
@@ -60,19 +61,19 @@ MAX_POINTS_PER_REQUEST = 11_000
 class PrometheusError(Exception):
     """A query could not produce a usable value. ``reason`` is the condition reason to report."""
 
-    reason = "PrometheusError"
+    reason = Reason.PROMETHEUS_ERROR
 
 
 class PrometheusUnreachable(PrometheusError):
     """The server did not answer: connection refused, DNS failure, TLS failure or timeout."""
 
-    reason = "PrometheusUnreachable"
+    reason = Reason.PROMETHEUS_UNREACHABLE
 
 
 class QueryFailed(PrometheusError):
     """The server answered with an error (HTTP 4xx/5xx, ``status: error`` or an unusable body)."""
 
-    reason = "QueryFailed"
+    reason = Reason.QUERY_FAILED
 
     def __init__(self, message: str, *, status_code: int | None = None, error_type: str | None = None) -> None:
         super().__init__(message)
@@ -83,7 +84,7 @@ class QueryFailed(PrometheusError):
 class TooManySeries(PrometheusError):
     """The query returned more than one series."""
 
-    reason = "TooManySeries"
+    reason = Reason.TOO_MANY_SERIES
 
     def __init__(self, query: str, count: int) -> None:
         super().__init__(
@@ -97,7 +98,7 @@ class TooManySeries(PrometheusError):
 class NoData(PrometheusError):
     """The query returned no series, or only NaN/Inf samples."""
 
-    reason = "NoData"
+    reason = Reason.NO_DATA
 
     def __init__(self, query: str, detail: str = "returned no data") -> None:
         super().__init__(
@@ -109,7 +110,7 @@ class NoData(PrometheusError):
 class InvalidValue(PrometheusError):
     """An instant query returned NaN or +-Inf."""
 
-    reason = "InvalidValue"
+    reason = Reason.INVALID_VALUE
 
 
 # --- results -------------------------------------------------------------------------------

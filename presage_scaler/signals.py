@@ -9,6 +9,7 @@ from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
 from presage_scaler.evaluator import EvaluationError, SignalSpec
 from presage_scaler.prometheus import PrometheusClient, PrometheusClientPool, history_window
+from presage_scaler.reasons import Reason
 
 TokenResolver = Callable[[SecretKeyRef], Awaitable[str]]
 """Reads a bearer token Secret (in the scaler's own namespace; the controller enforces that)."""
@@ -26,7 +27,7 @@ class PrometheusSignalSource:
         if ref is None:
             return self._pool.get(query)
         if self._resolve_token is None:
-            raise EvaluationError("SecretUnavailable", f"no Secret reader configured for bearer token {ref.name}")
+            raise EvaluationError(Reason.SECRET_UNAVAILABLE, f"no Secret reader configured for bearer token {ref.name}")
         return self._pool.get(query, await self._resolve_token(ref))
 
     async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
+from presage_scaler.reasons import Reason
+
 
 @dataclass(frozen=True)
 class History:
@@ -94,19 +96,19 @@ class ModelIdentity:
 class BackendError(Exception):
     """A backend could not forecast. ``reason`` is the CamelCase condition reason to report."""
 
-    reason = "ForecastFailed"
+    reason = Reason.FORECAST_FAILED
 
 
 class BackendUnavailable(BackendError):
     """The backend did not answer (connection refused, timeout, not ready)."""
 
-    reason = "BackendUnavailable"
+    reason = Reason.BACKEND_UNAVAILABLE
 
 
 class BackendRejected(BackendError):
     """The backend refused the request (bad input, limits exceeded)."""
 
-    reason = "BackendRejected"
+    reason = Reason.BACKEND_REJECTED
 
 
 def check_history(values: np.ndarray, step: timedelta, horizon: int) -> None:

@@ -45,6 +45,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
+from presage_scaler.reasons import Reason
 
 log = logging.getLogger(__name__)
 
@@ -54,37 +55,37 @@ POINT_ONLY = "point forecast only (useQuantileHead: false)"
 class ForecasterUnreachable(BackendUnavailable):
     """No connection to the forecaster (refused, DNS, reset)."""
 
-    reason = "BackendUnreachable"
+    reason = Reason.BACKEND_UNREACHABLE
 
 
 class ForecasterTimeout(BackendUnavailable):
     """The forecaster did not answer within the ForecastBackend's ``timeout``."""
 
-    reason = "BackendTimeout"
+    reason = Reason.BACKEND_TIMEOUT
 
 
 class ForecasterNotReady(BackendUnavailable):
     """The forecaster answered 503: its model is still loading (or failed to load)."""
 
-    reason = "BackendNotReady"
+    reason = Reason.BACKEND_NOT_READY
 
 
 class ForecasterOverloaded(BackendUnavailable):
     """The forecaster refused because too many series were already waiting (it asks to retry)."""
 
-    reason = "BackendOverloaded"
+    reason = Reason.BACKEND_OVERLOADED
 
 
 class ForecasterServerError(BackendUnavailable):
     """The forecaster answered with another 5xx."""
 
-    reason = "BackendServerError"
+    reason = Reason.BACKEND_SERVER_ERROR
 
 
 class ForecasterRejected(BackendRejected):
     """The forecaster refused the request (4xx); ``code`` is its error code, e.g. ``HorizonTooLong``."""
 
-    reason = "BackendRejected"
+    reason = Reason.BACKEND_REJECTED
 
     def __init__(self, message: str, *, status: int, code: str) -> None:
         super().__init__(message)
@@ -95,7 +96,7 @@ class ForecasterRejected(BackendRejected):
 class InvalidForecasterResponse(BackendError):
     """The forecaster answered 2xx with a body that is not a valid answer."""
 
-    reason = "InvalidBackendResponse"
+    reason = Reason.INVALID_BACKEND_RESPONSE
 
 
 @dataclass(frozen=True)

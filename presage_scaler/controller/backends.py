@@ -24,6 +24,7 @@ from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
 from presage_scaler.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
+from presage_scaler.reasons import Reason
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,9 @@ class BackendEntry:
 class BackendUnusable(Exception):
     """Why a scaler cannot use its backend right now: a condition reason and message."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason = Reason(reason)
         self.message = message
 
 
@@ -76,12 +77,12 @@ class BackendController:
         """The usable backend called ``name``, or :class:`BackendUnusable` saying why not."""
         entry = self.entries.get(name)
         if entry is None:
-            raise BackendUnusable("BackendNotFound", f"ForecastBackend {name!r} does not exist")
+            raise BackendUnusable(Reason.BACKEND_NOT_FOUND, f"ForecastBackend {name!r} does not exist")
         if entry.backend is None or entry.problem is not None:
-            reason, message = entry.problem or ("BackendNotReady", "not probed yet")
+            reason, message = entry.problem or (Reason.BACKEND_NOT_READY, "not probed yet")
             raise BackendUnusable(reason, f"ForecastBackend {name!r}: {message}")
         if entry.probed_generation is None:
-            raise BackendUnusable("BackendNotReady", f"ForecastBackend {name!r} has not been probed yet")
+            raise BackendUnusable(Reason.BACKEND_NOT_READY, f"ForecastBackend {name!r} has not been probed yet")
         return entry.backend
 
     async def on_event(self, kind: str, obj: JSON) -> None:
@@ -98,7 +99,7 @@ class BackendController:
         try:
             spec = parse(ForecastBackendSpec, obj.get("spec") or {})
         except SpecError as exc:
-            self.entries[name] = BackendEntry(obj, generation, None, ("InvalidSpec", str(exc)))
+            self.entries[name] = BackendEntry(obj, generation, None, (Reason.INVALID_SPEC, str(exc)))
         else:
             self.entries[name] = BackendEntry(obj, generation, build_backend(name, spec, self._http))
         self._wake.set()
@@ -129,8 +130,8 @@ class BackendController:
         current = ForecastBackendStatus.model_validate(entry.obj.get("status") or {})
         if entry.problem is None:
             updates = [
-                ConditionUpdate(READY, "True", "ProbeSucceeded", f"backend answered; model {entry.model}"),
-                ConditionUpdate(DEGRADED, "False", "ProbeSucceeded", ""),
+                ConditionUpdate(READY, "True", Reason.PROBE_SUCCEEDED, f"backend answered; model {entry.model}"),
+                ConditionUpdate(DEGRADED, "False", Reason.PROBE_SUCCEEDED, ""),
             ]
         else:
             reason, message = entry.problem

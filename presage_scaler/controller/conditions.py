@@ -16,24 +16,23 @@ from typing import Protocol
 from presage_scaler.api.types import Condition, ConditionStatus, PredictiveScalerSpec
 from presage_scaler.keda import SCALER_KEY
 from presage_scaler.leadtime import Adjustment
+from presage_scaler.reasons import Reason
 
 READY = "Ready"
 DEGRADED = "Degraded"
 CONSUMED = "Consumed"
 SPEC_ADJUSTED = "SpecAdjusted"
-SCALED_OBJECT_FOUND = "ScaledObjectFound"
-NO_SCALED_OBJECT = "NoScaledObject"
-SCALED_OBJECTS_UNKNOWN = "ScaledObjectsUnknown"
-AGONES_WEBHOOK = "AgonesWebhook"
-AS_SPECIFIED = "AsSpecified"
 
 
 @dataclass(frozen=True)
 class ConditionUpdate:
     type: str
     status: ConditionStatus
-    reason: str
+    reason: Reason
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", Reason(self.reason))
 
 
 def merge_conditions(
@@ -85,7 +84,7 @@ def consumed_condition(
         return ConditionUpdate(
             CONSUMED,
             "True",
-            SCALED_OBJECT_FOUND,
+            Reason.SCALED_OBJECT_FOUND,
             f"KEDA ScaledObject{plural} {', '.join(found)} in namespace {namespace} "
             f"{'name' if plural else 'names'} this scaler in an external trigger ({SCALER_KEY}: {name})",
         )
@@ -94,7 +93,7 @@ def consumed_condition(
         return ConditionUpdate(
             CONSUMED,
             "Unknown",
-            AGONES_WEBHOOK,
+            Reason.AGONES_WEBHOOK,
             f"Fleet {target.name} is scaled by a FleetAutoscaler whose webhook is presage's "
             "(/agones/v1/scale); presage does not watch FleetAutoscalers, so it cannot tell whether one "
             f"exists: kubectl get fleetautoscalers -n {namespace}",
@@ -103,7 +102,7 @@ def consumed_condition(
         return ConditionUpdate(
             CONSUMED,
             "Unknown",
-            SCALED_OBJECTS_UNKNOWN,
+            Reason.SCALED_OBJECTS_UNKNOWN,
             "ScaledObjects are not known (is KEDA installed, and may presage list/watch scaledobjects.keda.sh?): "
             "cannot tell whether one applies this scaler",
         )
@@ -111,7 +110,7 @@ def consumed_condition(
     return ConditionUpdate(
         CONSUMED,
         "False",
-        NO_SCALED_OBJECT,
+        Reason.NO_SCALED_OBJECT,
         f"no KEDA ScaledObject in namespace {namespace} has an external trigger with {SCALER_KEY}: {name}; "
         f"{effect}: presage scaledobject {name} -n {namespace} | kubectl apply -f -",
     )
@@ -121,7 +120,7 @@ def hides_known(consumed: ConditionUpdate, was: Condition | None, generation: in
     """Whether ``consumed`` is a cache's ``ScaledObjectsUnknown`` over a True or False that ``was``
     written for this same generation."""
     return (
-        consumed.reason == SCALED_OBJECTS_UNKNOWN
+        consumed.reason == Reason.SCALED_OBJECTS_UNKNOWN
         and was is not None
         and was.status != "Unknown"
         and was.observed_generation == generation
@@ -149,6 +148,9 @@ def spec_adjusted_condition(adjustments: Sequence[Adjustment]) -> ConditionUpdat
     in the message, when the last evaluation used another lead time or horizon than the spec's."""
     if not adjustments:
         return ConditionUpdate(
-            SPEC_ADJUSTED, "False", AS_SPECIFIED, "the last evaluation used the lead time and horizon as specified"
+            SPEC_ADJUSTED,
+            "False",
+            Reason.AS_SPECIFIED,
+            "the last evaluation used the lead time and horizon as specified",
         )
     return ConditionUpdate(SPEC_ADJUSTED, "True", adjustments[0].reason, "; ".join(a.message for a in adjustments))

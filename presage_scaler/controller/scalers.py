@@ -53,6 +53,7 @@ from presage_scaler.leadtime import HorizonError, spec_adjustments
 from presage_scaler.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
 from presage_scaler.policy import PolicyState
 from presage_scaler.prometheus import PrometheusClientPool, PrometheusError
+from presage_scaler.reasons import Reason
 from presage_scaler.shadow import ShadowLedger
 from presage_scaler.signals import PrometheusSignalSource
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
@@ -62,7 +63,6 @@ log = logging.getLogger(__name__)
 PREDICTIVE_SCALERS = Resource(*API_VERSION.split("/"), "predictivescalers", True, "PredictiveScaler")
 DEFAULT_BACKEND = "default"
 STATUS_WRITE_ATTEMPTS = 4
-INTERNAL_ERROR = "InternalError"
 SCALED_OBJECT_SYNC_GRACE = 30.0
 """Seconds after a start during which a ScaledObject cache still listing leaves ``Consumed`` as it was."""
 
@@ -71,8 +71,11 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str
+    reason: Reason
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", Reason(self.reason))
 
 
 @dataclass
@@ -88,7 +91,7 @@ def _parse_spec(obj: JSON) -> PredictiveScalerSpec:
     try:
         return parse(PredictiveScalerSpec, obj.get("spec") or {})
     except SpecError as exc:
-        raise EvaluationError("InvalidSpec", str(exc)) from exc
+        raise EvaluationError(Reason.INVALID_SPEC, str(exc)) from exc
 
 
 class SpecCache:
@@ -167,30 +170,29 @@ def _newer_or_same(candidate: JSON, cached: JSON) -> bool:
 
 def _failure_of(exc: Exception) -> Failure:
     if isinstance(exc, TimeoutError):
-        return Failure("EvaluationTimeout", "the evaluation did not finish within its deadline")
-    reason = getattr(exc, "reason", None) or type(exc).__name__
+        return Failure(Reason.EVALUATION_TIMEOUT, "the evaluation did not finish within its deadline")
     message = getattr(exc, "message", None) or str(exc)
-    return Failure(str(reason), str(message))
+    return Failure(getattr(exc, "reason", Reason.INTERNAL_ERROR), str(message))
 
 
 def _ready_condition(status: PredictiveScalerStatus, interval: timedelta, now: datetime) -> ConditionUpdate:
     """Ready while a recommendation exists and is fresh enough to be served."""
     if status.recommended_replicas is None or status.last_forecast is None:
-        return ConditionUpdate(READY, "False", "NoRecommendation", "no successful evaluation yet")
+        return ConditionUpdate(READY, "False", Reason.NO_RECOMMENDATION, "no successful evaluation yet")
     age = now - status.last_forecast.generated_at
     bound = StalenessBound().max_age(interval)
     if age > bound:
         return ConditionUpdate(
             READY,
             "False",
-            "RecommendationStale",
+            Reason.RECOMMENDATION_STALE,
             f"the last recommendation ({status.recommended_replicas}) is {int(age.total_seconds())}s old, "
             f"over the {int(bound.total_seconds())}s bound; KEDA falls back, Agones falls through",
         )
     return ConditionUpdate(
         READY,
         "True",
-        "LastRecommendationHeld",
+        Reason.LAST_RECOMMENDATION_HELD,
         f"serving the last good recommendation ({status.recommended_replicas}) from "
         f"{status.last_forecast.generated_at.isoformat()} while degraded",
     )
@@ -383,7 +385,7 @@ class ScalerController:
             # A bug or an input nobody foresaw: this scaler goes Degraded with the error, keeps its last
             # recommendation, and every other scaler goes on.
             log.exception("evaluation failed unexpectedly scaler=%s/%s", namespace, name)
-            failure = Failure(INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
+            failure = Failure(Reason.INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
         duration = time.perf_counter() - started
         if recommendation is not None:
             assert current is not None
@@ -469,8 +471,8 @@ class ScalerController:
             fields.setdefault("calibration", None)
             fields["shadow"] = shadow
             updates = [
-                ConditionUpdate(READY, "True", "Recommended", _explain(recommendation)),
-                ConditionUpdate(DEGRADED, "False", "EvaluationSucceeded", "the last evaluation succeeded"),
+                ConditionUpdate(READY, "True", Reason.RECOMMENDED, _explain(recommendation)),
+                ConditionUpdate(DEGRADED, "False", Reason.EVALUATION_SUCCEEDED, "the last evaluation succeeded"),
             ]
         else:
             assert failure is not None
@@ -559,7 +561,9 @@ class ScalerController:
         assert recommendation is not None
         if was_degraded:
             message = f"evaluations succeed again; {_explain(recommendation)}"
-            await self._events.record(obj, "Normal", "Recovered", message)
+            await self._events.record(obj, "Normal", Reason.RECOVERED, message)
         if previous.recommended_replicas != recommendation.replicas:
             before = previous.recommended_replicas if previous.recommended_replicas is not None else "none"
-            await self._events.record(obj, "Normal", "RecommendationChanged", f"{before} -> {_explain(recommendation)}")
+            await self._events.record(
+                obj, "Normal", Reason.RECOMMENDATION_CHANGED, f"{before} -> {_explain(recommendation)}"
+            )

@@ -15,6 +15,7 @@ import time
 from presage_scaler.api.types import SecretKeyRef
 from presage_scaler.evaluator import EvaluationError
 from presage_scaler.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
+from presage_scaler.reasons import Reason
 
 SECRETS = Resource("", "v1", "secrets", True, "Secret")
 
@@ -39,22 +40,22 @@ class SecretTokens:
         try:
             secret = await self._client.get(SECRETS, namespace, ref.name)
         except NotFound as exc:
-            raise EvaluationError("SecretNotFound", f"{where} does not exist") from exc
+            raise EvaluationError(Reason.SECRET_NOT_FOUND, f"{where} does not exist") from exc
         except Forbidden as exc:
             raise EvaluationError(
-                "SecretForbidden",
+                Reason.SECRET_FORBIDDEN,
                 f"presage may not read {where}; grant its ServiceAccount get on that Secret "
                 "(a Role with resourceNames, see manifests/examples/secret-reader-role.yaml)",
             ) from exc
         except ApiError as exc:
-            raise EvaluationError("SecretUnavailable", f"reading {where}: {exc}") from exc
+            raise EvaluationError(Reason.SECRET_UNAVAILABLE, f"reading {where}: {exc}") from exc
         encoded = (secret.get("data") or {}).get(ref.key)
         if encoded is None:
-            raise EvaluationError("SecretKeyNotFound", f"{where} has no key {ref.key!r}")
+            raise EvaluationError(Reason.SECRET_KEY_NOT_FOUND, f"{where} has no key {ref.key!r}")
         try:
             token = base64.b64decode(encoded).decode().strip()
         except (binascii.Error, UnicodeDecodeError) as exc:
-            raise EvaluationError("SecretKeyNotFound", f"{where} key {ref.key!r} is not a text token") from exc
+            raise EvaluationError(Reason.SECRET_KEY_NOT_FOUND, f"{where} key {ref.key!r} is not a text token") from exc
         self._cache[key] = (time.monotonic(), token)
         return token
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from presage_scaler.api.types import ScaleTargetRef
 from presage_scaler.evaluator import EvaluationError
 from presage_scaler.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
+from presage_scaler.reasons import Reason
 
 
 def _int_at(obj: dict[str, object], *path: str) -> int | None:
@@ -41,15 +42,16 @@ class TargetReader:
                 scale = await self._client.get(resource, namespace, target.name, "scale")
                 replicas = _int_at(scale, "spec", "replicas")
         except NotFound as exc:
-            raise EvaluationError("TargetNotFound", f"scale target {where} not found: {exc.message}") from exc
+            raise EvaluationError(Reason.TARGET_NOT_FOUND, f"scale target {where} not found: {exc.message}") from exc
         except Forbidden as exc:
             raise EvaluationError(
-                "TargetForbidden", f"presage may not read {where} (grant get on its scale subresource): {exc.message}"
+                Reason.TARGET_FORBIDDEN,
+                f"presage may not read {where} (grant get on its scale subresource): {exc.message}",
             ) from exc
         except ApiUnavailable as exc:
-            raise EvaluationError("KubernetesUnavailable", f"reading {where}: {exc.message}") from exc
+            raise EvaluationError(Reason.KUBERNETES_UNAVAILABLE, f"reading {where}: {exc.message}") from exc
         except ApiError as exc:
-            raise EvaluationError("TargetUnreadable", f"reading {where}: {exc}") from exc
+            raise EvaluationError(Reason.TARGET_UNREADABLE, f"reading {where}: {exc}") from exc
         if replicas is None:
-            raise EvaluationError("TargetUnreadable", f"{where} reports no replica count")
+            raise EvaluationError(Reason.TARGET_UNREADABLE, f"{where} reports no replica count")
         return replicas

@@ -11,17 +11,14 @@ import pytest
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import Condition, PredictiveScalerSpec
 from presage_scaler.controller.conditions import (
-    AGONES_WEBHOOK,
     CONSUMED,
-    NO_SCALED_OBJECT,
-    SCALED_OBJECT_FOUND,
-    SCALED_OBJECTS_UNKNOWN,
     ConditionUpdate,
     consumed_condition,
     hides_known,
     unconsumed_warning_due,
 )
 from presage_scaler.controller.scaledobjects import ConsumerIndex, scalers_named
+from presage_scaler.reasons import Reason
 
 NS = "shop"
 PRESAGE = {"type": "external", "metadata": {"scalerAddress": "presage:9090", "predictiveScaler": "web"}}
@@ -111,7 +108,7 @@ FLEET = {"apiVersion": "agones.dev/v1", "kind": "Fleet", "name": "arena"}
 
 def test_a_scaledobject_that_names_the_scaler_consumes_it() -> None:
     consumed = consumed_condition(spec(), NS, "web", FakeConsumers(["web-so"]))
-    assert (consumed.type, consumed.status, consumed.reason) == (CONSUMED, "True", SCALED_OBJECT_FOUND)
+    assert (consumed.type, consumed.status, consumed.reason) == (CONSUMED, "True", Reason.SCALED_OBJECT_FOUND)
     assert "ScaledObject web-so in namespace shop names this scaler" in consumed.message
     several = consumed_condition(spec(), NS, "web", FakeConsumers(["a", "b"]))
     assert "ScaledObjects a, b in namespace shop name this scaler" in several.message
@@ -120,21 +117,21 @@ def test_a_scaledobject_that_names_the_scaler_consumes_it() -> None:
 @pytest.mark.parametrize(("mode", "says"), [("Enforce", "nothing applies"), ("Shadow", "Shadow needs none")])
 def test_no_scaledobject(mode: str, says: str) -> None:
     consumed = consumed_condition(spec(mode), NS, "web", FakeConsumers([]))
-    assert (consumed.status, consumed.reason) == ("False", NO_SCALED_OBJECT)
+    assert (consumed.status, consumed.reason) == ("False", Reason.NO_SCALED_OBJECT)
     assert says in consumed.message
     assert "presage scaledobject web -n shop | kubectl apply -f -" in consumed.message
 
 
 def test_an_unsynced_cache_is_unknown() -> None:
     consumed = consumed_condition(spec(), NS, "web", FakeConsumers(None))
-    assert (consumed.status, consumed.reason) == ("Unknown", SCALED_OBJECTS_UNKNOWN)
+    assert (consumed.status, consumed.reason) == ("Unknown", Reason.SCALED_OBJECTS_UNKNOWN)
     assert "scaledobjects.keda.sh" in consumed.message
 
 
 @pytest.mark.parametrize("found", [None, []])
 def test_a_fleet_is_unknown_whatever_the_cache_says(found: list[str] | None) -> None:
     consumed = consumed_condition(spec(target=FLEET), NS, "web", FakeConsumers(found))
-    assert (consumed.status, consumed.reason) == ("Unknown", AGONES_WEBHOOK)
+    assert (consumed.status, consumed.reason) == ("Unknown", Reason.AGONES_WEBHOOK)
     assert "kubectl get fleetautoscalers -n shop" in consumed.message
 
 
@@ -153,38 +150,42 @@ def written(status: str, reason: str, generation: int) -> Condition:
     )
 
 
-UNCONSUMED = ConditionUpdate(CONSUMED, "False", NO_SCALED_OBJECT, "no ScaledObject")
+UNCONSUMED = ConditionUpdate(CONSUMED, "False", Reason.NO_SCALED_OBJECT, "no ScaledObject")
 
 
 @pytest.mark.parametrize(
     ("was", "consumed", "due"),
     [
         (None, UNCONSUMED, True),  # first evaluation
-        (written("Unknown", SCALED_OBJECTS_UNKNOWN, 3), UNCONSUMED, True),  # the cache just synced
-        (written("True", SCALED_OBJECT_FOUND, 3), UNCONSUMED, True),  # its ScaledObject was deleted
-        (written("False", NO_SCALED_OBJECT, 2), UNCONSUMED, True),  # the spec changed (to Enforce, say)
-        (written("False", NO_SCALED_OBJECT, 3), UNCONSUMED, False),  # already said at this generation
-        (None, ConditionUpdate(CONSUMED, "True", SCALED_OBJECT_FOUND, ""), False),
-        (None, ConditionUpdate(CONSUMED, "Unknown", SCALED_OBJECTS_UNKNOWN, ""), False),
+        (written("Unknown", Reason.SCALED_OBJECTS_UNKNOWN, 3), UNCONSUMED, True),  # the cache just synced
+        (written("True", Reason.SCALED_OBJECT_FOUND, 3), UNCONSUMED, True),  # its ScaledObject was deleted
+        (written("False", Reason.NO_SCALED_OBJECT, 2), UNCONSUMED, True),  # the spec changed (to Enforce, say)
+        (written("False", Reason.NO_SCALED_OBJECT, 3), UNCONSUMED, False),  # already said at this generation
+        (None, ConditionUpdate(CONSUMED, "True", Reason.SCALED_OBJECT_FOUND, ""), False),
+        (None, ConditionUpdate(CONSUMED, "Unknown", Reason.SCALED_OBJECTS_UNKNOWN, ""), False),
     ],
 )
 def test_unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, due: bool) -> None:
     assert unconsumed_warning_due(was, consumed, 3) is due
 
 
-UNKNOWN = ConditionUpdate(CONSUMED, "Unknown", SCALED_OBJECTS_UNKNOWN, "")
+UNKNOWN = ConditionUpdate(CONSUMED, "Unknown", Reason.SCALED_OBJECTS_UNKNOWN, "")
 
 
 @pytest.mark.parametrize(
     ("consumed", "was", "hides"),
     [
-        (UNKNOWN, written("False", NO_SCALED_OBJECT, 3), True),
-        (UNKNOWN, written("True", SCALED_OBJECT_FOUND, 3), True),
-        (UNKNOWN, written("False", NO_SCALED_OBJECT, 2), False),  # known for another spec: no longer
-        (UNKNOWN, written("Unknown", SCALED_OBJECTS_UNKNOWN, 3), False),
+        (UNKNOWN, written("False", Reason.NO_SCALED_OBJECT, 3), True),
+        (UNKNOWN, written("True", Reason.SCALED_OBJECT_FOUND, 3), True),
+        (UNKNOWN, written("False", Reason.NO_SCALED_OBJECT, 2), False),  # known for another spec: no longer
+        (UNKNOWN, written("Unknown", Reason.SCALED_OBJECTS_UNKNOWN, 3), False),
         (UNKNOWN, None, False),
-        (UNCONSUMED, written("True", SCALED_OBJECT_FOUND, 3), False),
-        (ConditionUpdate(CONSUMED, "Unknown", AGONES_WEBHOOK, ""), written("True", SCALED_OBJECT_FOUND, 3), False),
+        (UNCONSUMED, written("True", Reason.SCALED_OBJECT_FOUND, 3), False),
+        (
+            ConditionUpdate(CONSUMED, "Unknown", Reason.AGONES_WEBHOOK, ""),
+            written("True", Reason.SCALED_OBJECT_FOUND, 3),
+            False,
+        ),
     ],
 )
 def test_hides_known(consumed: ConditionUpdate, was: Condition | None, hides: bool) -> None:

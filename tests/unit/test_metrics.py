@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import math
-import re
+import pkgutil
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from presage_scaler import metrics as metrics_module
+import presage_scaler
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
-from presage_scaler.backends.base import BackendUnavailable, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.evaluator import Recommendation, SignalSpec, decide, signal_specs
+from presage_scaler.backends.base import (
+    BackendError,
+    BackendUnavailable,
+    Forecast,
+    ForecastRequest,
+    History,
+    ModelIdentity,
+)
+from presage_scaler.evaluator import EvaluationError, Recommendation, SignalSpec, decide, signal_specs
+from presage_scaler.leadtime import HorizonError
 from presage_scaler.metrics import (
     CONSTRAINT_LABELS,
     ERROR_REASONS,
@@ -28,6 +36,8 @@ from presage_scaler.metrics import (
     projected_steps,
 )
 from presage_scaler.policy import PolicyState
+from presage_scaler.prometheus import NoData, PrometheusError
+from presage_scaler.reasons import FAILURES, Reason
 from presage_scaler.shadow import ShadowSummary
 from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
@@ -210,19 +220,28 @@ def test_errors_use_a_closed_set_of_reasons(metrics: ScalerMetrics) -> None:
     assert value(metrics, "presage_evaluation_errors_total", **scaler(reason="SomethingFromTheFuture")) is None
 
 
-_REASON_LITERAL = re.compile(r'(?:EvaluationError|Failure|BackendUnusable)\(\s*"([A-Za-z]+)"|reason = "([A-Za-z]+)"')
+def _subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    return found.union(*(_subclasses(c) for c in found)) if found else found
 
 
-def test_every_reason_the_code_raises_is_exported_as_itself() -> None:
-    """A new failure reason must be added to ERROR_REASONS, or its errors are counted as Other."""
-    package = Path(metrics_module.__file__).parent
-    raised = {
-        next(g for g in match.groups() if g)
-        for path in package.rglob("*.py")
-        for match in _REASON_LITERAL.finditer(path.read_text())
-    }
-    assert {"NoData", "InvalidSpec", "HorizonTooShort"} <= raised  # the scan finds them
-    assert raised <= ERROR_REASONS, f"add to presage_scaler.metrics.ERROR_REASONS: {sorted(raised - ERROR_REASONS)}"
+def test_every_error_reason_is_a_failure_of_the_vocabulary_and_exported_as_itself() -> None:
+    """Errors carry their reason as a type: every error class presage raises names a Reason that is a
+    failure, and the metric exports each failure as itself (any other value counts as Other)."""
+    for module in pkgutil.walk_packages(presage_scaler.__path__, "presage_scaler."):
+        if "proto_gen" not in module.name:
+            importlib.import_module(module.name)
+    carriers = {c for c in _subclasses(Exception) if c.__module__.startswith("presage_scaler") and "reason" in vars(c)}
+    assert {PrometheusError, NoData, BackendError, HorizonError} <= carriers  # the walk finds them
+    for carrier in carriers:
+        assert isinstance(carrier.reason, Reason) and carrier.reason in FAILURES, carrier
+    assert {str(r) for r in FAILURES} == ERROR_REASONS
+
+
+def test_a_reason_outside_the_vocabulary_is_refused_where_it_is_written() -> None:
+    with pytest.raises(ValueError, match="'NoSuchReason' is not a valid Reason"):
+        EvaluationError("NoSuchReason", "made up")  # type: ignore[arg-type]
+    assert EvaluationError("NoData", "from a string").reason is Reason.NO_DATA
 
 
 def test_shadow_summary(metrics: ScalerMetrics) -> None:

@@ -10,17 +10,9 @@ import pytest
 from presage_scaler.api.parse import parse
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import PredictiveScalerSpec
-from presage_scaler.controller.conditions import AS_SPECIFIED, SPEC_ADJUSTED, spec_adjusted_condition
-from presage_scaler.leadtime import (
-    HORIZON_CUT,
-    HORIZON_RAISED,
-    LEAD_TIME_CLAMPED,
-    MAX_FORECAST_STEPS,
-    Adjustment,
-    resolve_horizon,
-    resolve_lead_time,
-    spec_adjustments,
-)
+from presage_scaler.controller.conditions import SPEC_ADJUSTED, spec_adjusted_condition
+from presage_scaler.leadtime import MAX_FORECAST_STEPS, Adjustment, resolve_horizon, resolve_lead_time, spec_adjustments
+from presage_scaler.reasons import Reason
 
 OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
 
@@ -60,7 +52,7 @@ def used_steps(s: PredictiveScalerSpec, max_horizon: int | None, step: timedelta
 def test_as_specified(s: PredictiveScalerSpec, max_horizon: int | None) -> None:
     assert adjusted(s, max_horizon) == ()
     condition = spec_adjusted_condition(adjusted(s, max_horizon))
-    assert (condition.type, condition.status, condition.reason) == (SPEC_ADJUSTED, "False", AS_SPECIFIED)
+    assert (condition.type, condition.status, condition.reason) == (SPEC_ADJUSTED, "False", Reason.AS_SPECIFIED)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +69,7 @@ def test_a_clamped_lead_time(lead_time: dict[str, Any], observed: float | None, 
     s = spec(leadTime=lead_time)
     [adjustment] = adjusted(s, observed=observed)
     used = resolve_lead_time(s.lead_time, observed).value
-    assert adjustment.reason == LEAD_TIME_CLAMPED
+    assert adjustment.reason == Reason.LEAD_TIME_CLAMPED
     assert says in adjustment.message
     assert adjustment.message.endswith(
         f"the scaler is sized for the lead time clamped into it, {format_duration(used)}"
@@ -88,7 +80,7 @@ def test_an_explicit_horizon_cut_by_the_backend() -> None:
     s = spec(forecast={"horizon": "2h"})  # 120 steps, window 3
     [adjustment] = adjusted(s, 64)
     assert used_steps(s, 64) == 64
-    assert adjustment.reason == HORIZON_CUT
+    assert adjustment.reason == Reason.HORIZON_CUT
     assert adjustment.message == (
         "forecast.horizon 2h at resolution 1m is 120 steps; cut to 64 steps (1h4m), the backend's maxHorizon 64; "
         "the sizing window is still covered"
@@ -98,7 +90,7 @@ def test_an_explicit_horizon_cut_by_the_backend() -> None:
 def test_a_cut_short_of_the_sizing_window_says_so() -> None:
     s = spec(leadTime={"static": "10m"}, interval="10m")  # window 20 steps, default horizon 40
     [adjustment] = adjusted(s, 16)
-    assert adjustment.reason == HORIZON_CUT
+    assert adjustment.reason == Reason.HORIZON_CUT
     assert "the default horizon (4 × the lead time 10m) at resolution 1m is 40 steps" in adjustment.message
     assert f"cut to {used_steps(s, 16)} steps (16m), the backend's maxHorizon 16" in adjustment.message
     assert "short of the sizing window" in adjustment.message
@@ -107,7 +99,7 @@ def test_a_cut_short_of_the_sizing_window_says_so() -> None:
 def test_the_default_horizon_cut_by_presages_own_limit() -> None:
     s = spec({"resolution": "1s", "history": "1h"}, leadTime={"static": "2h", "max": "2h"}, interval="1s")
     [adjustment] = adjusted(s)
-    assert adjustment.reason == HORIZON_CUT
+    assert adjustment.reason == Reason.HORIZON_CUT
     assert "is 28800 steps" in adjustment.message  # 4 × 7200
     assert f"cut to {MAX_FORECAST_STEPS} steps (5h33m20s), presage's limit of {MAX_FORECAST_STEPS} steps" in (
         adjustment.message
@@ -119,7 +111,7 @@ def test_an_explicit_horizon_raised_to_the_sizing_window() -> None:
     s = spec(forecast={"horizon": "2m"})  # the lead time, 2 steps; the window is 3
     [adjustment] = adjusted(s)
     assert used_steps(s, None) == 3
-    assert adjustment.reason == HORIZON_RAISED
+    assert adjustment.reason == Reason.HORIZON_RAISED
     assert adjustment.message == (
         "forecast.horizon 2m at resolution 1m is 2 steps, raised to the sizing window (lead time + interval 1m, "
         "3 steps), so that the horizon never changes what is sized"
@@ -129,7 +121,7 @@ def test_an_explicit_horizon_raised_to_the_sizing_window() -> None:
 def test_raised_then_cut_is_a_cut() -> None:
     s = spec(forecast={"horizon": "2m"}, interval="10m")  # 2 steps asked, the 12-step window, 5 allowed
     [adjustment] = adjusted(s, 5)
-    assert adjustment.reason == HORIZON_CUT
+    assert adjustment.reason == Reason.HORIZON_CUT
     assert "is 2 steps, raised to the sizing window (lead time + interval 10m, 12 steps); cut to 5 steps" in (
         adjustment.message
     )
@@ -152,20 +144,20 @@ def test_each_resolution_is_judged_once_and_the_clamp_comes_first() -> None:
         },
     )
     adjustments = spec_adjustments(s, resolve_lead_time(s.lead_time), 100)
-    assert [a.reason for a in adjustments] == [LEAD_TIME_CLAMPED, HORIZON_CUT]
+    assert [a.reason for a in adjustments] == [Reason.LEAD_TIME_CLAMPED, Reason.HORIZON_CUT]
     assert "at resolution 10s is 360 steps; cut to 100 steps" in adjustments[1].message
 
     condition = spec_adjusted_condition(adjustments)
-    assert (condition.status, condition.reason) == ("True", LEAD_TIME_CLAMPED)
+    assert (condition.status, condition.reason) == ("True", Reason.LEAD_TIME_CLAMPED)
     assert condition.message == f"{adjustments[0].message}; {adjustments[1].message}"
 
 
 def test_the_condition_takes_the_first_reason() -> None:
-    adjustments = (Adjustment(HORIZON_CUT, "cut"), Adjustment(HORIZON_RAISED, "raised"))
+    adjustments = (Adjustment(Reason.HORIZON_CUT, "cut"), Adjustment(Reason.HORIZON_RAISED, "raised"))
     condition = spec_adjusted_condition(adjustments)
     assert (condition.type, condition.status, condition.reason, condition.message) == (
         SPEC_ADJUSTED,
         "True",
-        HORIZON_CUT,
+        Reason.HORIZON_CUT,
         "cut; raised",
     )
