@@ -99,10 +99,21 @@ class Row:
         return under <= GOAL_ABSOLUTE_PCT or under <= self.policies["reactive_cost_matched"].under_pct / GOAL_FACTOR
 
 
+def overrides_for(trace: Trace, lead: timedelta) -> Overrides:
+    """The benchmark's setting for a trace: per-replica capacity p99 / REPLICAS_AT_P99, this lead time."""
+    return Overrides(per_replica=float(np.percentile(trace.values, 99)) / REPLICAS_AT_P99, lead_time=lead)
+
+
+def arguments(description: str, jobs_help: str) -> argparse.Namespace:
+    """The benchmarks' command line: the traces directory (default ../shared/traces) and --jobs."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT_TRACES, help="directory of CSV traces")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help=jobs_help)
+    return parser.parse_args()
+
+
 def setup_for(trace: Trace, lead_min: int, *, guard: bool = True) -> Setup:
-    per_replica = float(np.percentile(trace.values, 99)) / REPLICAS_AT_P99
-    overrides = Overrides(per_replica=per_replica, lead_time=timedelta(minutes=lead_min))
-    spec = scaler_spec(trace, None, overrides)
+    spec = scaler_spec(trace, None, overrides_for(trace, timedelta(minutes=lead_min)))
     if not guard:
         policy = spec.policy
         off = policy.scale_down_uncertainty_guard.model_copy(update={"enabled": False})
@@ -210,10 +221,7 @@ def speed() -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT_TRACES, help="directory of CSV traces")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
-    args = parser.parse_args()
+    args = arguments((__doc__ or "").split("\n\n")[0], "worker processes")
     paths = sorted(args.traces.glob("*.csv"))
     if not paths:
         print(f"no CSV traces in {args.traces}", file=sys.stderr)

@@ -16,17 +16,15 @@ default spec and the reactive HPA (the default's headroom, 10 %).
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import resource
 import shlex
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
+import backtest_traces
 import numpy as np
 from bench_seasonal_naive import demand
 
@@ -38,7 +36,6 @@ from presage_scaler.tune.search import Figures, Slo
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 
 LEAD = timedelta(minutes=5)
-REPLICAS_AT_P99 = 20
 SLO = Slo(1.0)
 UNDER_LIMIT_PCT = 1.5
 COST_LIMITS = {
@@ -49,7 +46,6 @@ COST_LIMITS = {
     "nab_elb_request_count_5m": 3.0,
 }
 SPEED_TARGET_S = 120.0
-DEFAULT_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
 
 def cell(figures: Figures) -> str:
@@ -57,8 +53,7 @@ def cell(figures: Figures) -> str:
 
 
 def overrides_for(trace: Trace) -> Overrides:
-    per_replica = float(np.percentile(trace.values, 99)) / REPLICAS_AT_P99
-    return Overrides(per_replica=per_replica, lead_time=LEAD)
+    return backtest_traces.overrides_for(trace, LEAD)
 
 
 def tuned(trace: Trace, jobs: int) -> TuneResult:
@@ -135,10 +130,7 @@ def speed(jobs: int) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT_TRACES, help="directory of CSV traces")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes per tuning run")
-    args = parser.parse_args()
+    args = backtest_traces.arguments((__doc__ or "").split("\n\n")[0], "processes per tuning run")
     paths = [args.traces / f"{name}.csv" for name in COST_LIMITS if (args.traces / f"{name}.csv").exists()]
     if not paths:
         print(f"none of the named traces in {args.traces}", file=sys.stderr)
@@ -154,7 +146,8 @@ def main() -> int:
     print(f"presage tune benchmark, {datetime.now(UTC):%Y-%m-%d}\n")
     print(f"    {shlex.join(['.venv/bin/python', 'benchmarks/bench_tune.py', *sys.argv[1:]])}\n")
     print(
-        f"Default PredictiveScaler and SeasonalNaive (168h × 3), per-replica capacity = p99 / {REPLICAS_AT_P99}, "
+        "Default PredictiveScaler and SeasonalNaive (168h × 3), per-replica capacity = "
+        f"p99 / {backtest_traces.REPLICAS_AT_P99}, "
         f"lead time {LEAD.seconds // 60}m (also the boot delay), decisions every max(1m, trace step), 7-day warm-up, "
         f"{SLO.describe()}. Figures on the held-out part: under-provisioned time % / unserved demand % / "
         "cost vs oracle; in-sample: the chosen spec's on the part it was chosen on.\n"

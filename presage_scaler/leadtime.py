@@ -58,9 +58,8 @@ def resolve_horizon(
     backend's limit is read over the steps it covers. Raises :class:`HorizonError` when even the
     lead time does not fit."""
     lead_steps = steps_for(lead, step)
-    wanted = steps_for(spec.horizon, step) if spec.horizon is not None else 4 * lead_steps
-    horizon = max(wanted, steps_for(lead + interval, step))
-    limit = MAX_FORECAST_STEPS if max_horizon is None else min(max_horizon, MAX_FORECAST_STEPS)
+    horizon = max(_asked_steps(spec, lead, step), steps_for(lead + interval, step))
+    limit = _step_limit(max_horizon)
     if lead_steps > limit:
         who = "the backend forecasts" if limit == max_horizon else "presage forecasts"
         raise HorizonError(
@@ -69,6 +68,16 @@ def resolve_horizon(
             + (", or a larger maxHorizon" if limit == max_horizon else "")
         )
     return min(horizon, limit)
+
+
+def _asked_steps(spec: ForecastSpec, lead: timedelta, step: timedelta) -> int:
+    """The horizon the spec asks for, in steps: ``horizon``, or 4× the lead time."""
+    return steps_for(spec.horizon, step) if spec.horizon is not None else 4 * steps_for(lead, step)
+
+
+def _step_limit(max_horizon: int | None) -> int:
+    """The most forecast steps requested: the backend's maxHorizon, and never more than MAX_FORECAST_STEPS."""
+    return MAX_FORECAST_STEPS if max_horizon is None else min(max_horizon, MAX_FORECAST_STEPS)
 
 
 _ADJUSTMENT_ORDER = (Reason.LEAD_TIME_CLAMPED, Reason.HORIZON_CUT, Reason.HORIZON_RAISED)
@@ -122,7 +131,7 @@ def _horizon_adjustments(
     used = resolve_horizon(spec.forecast, lead, spec.interval, step, max_horizon)
     window = steps_for(lead + spec.interval, step)
     explicit = spec.forecast.horizon
-    wanted = steps_for(explicit, step) if explicit is not None else 4 * steps_for(lead, step)
+    wanted = _asked_steps(spec.forecast, lead, step)
     asked = (
         f"forecast.horizon {format_duration(explicit)}"
         if explicit is not None
@@ -134,7 +143,7 @@ def _horizon_adjustments(
             f", raised to the sizing window (lead time + interval {format_duration(spec.interval)}, {window} steps)"
         )
     if used < max(wanted, window):
-        limit = MAX_FORECAST_STEPS if max_horizon is None else min(max_horizon, MAX_FORECAST_STEPS)
+        limit = _step_limit(max_horizon)
         who = f"the backend's maxHorizon {limit}" if limit == max_horizon else f"presage's limit of {limit} steps"
         covered = (
             "the sizing window is still covered"
