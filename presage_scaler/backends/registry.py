@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-import httpx
+import aiohttp
 
 from presage_scaler.api.types import ForecastBackendSpec
 from presage_scaler.backends import seasonal_naive, timesfm
@@ -25,7 +25,7 @@ from presage_scaler.backends.base import ProbedBackend
 
 class BackendFactory(Protocol):
     def __call__(
-        self, name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None
+        self, name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession | None = None
     ) -> ProbedBackend: ...
 
 
@@ -36,7 +36,7 @@ FACTORIES: Mapping[str, BackendFactory] = {
 """The factory of each ``spec.type``."""
 
 
-def build_backend(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None) -> ProbedBackend:
+def build_backend(name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession | None = None) -> ProbedBackend:
     """The backend of the ForecastBackend ``name`` (its identity's ``backend``) that ``spec`` describes.
 
     ``http`` is a shared client for backends that talk HTTP (pooled connections); without one such a

@@ -97,7 +97,7 @@ from presage_scaler.backends.base import (
 from presage_scaler.rolling import window_maxima, window_sums
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 MIN_RESIDUALS = 24
 """Fewest residuals the seasonal band is estimated from; below that the recent-level fallback runs."""
@@ -448,7 +448,7 @@ class SeasonalNaive:
         )
 
 
-def from_spec(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None) -> SeasonalNaive:
+def from_spec(name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession | None = None) -> SeasonalNaive:
     """The SeasonalNaive backend of the ForecastBackend ``name`` (the registry's factory; in-process,
     so ``http`` is unused)."""
     return SeasonalNaive.from_settings(spec.seasonal_naive_or_default, name)

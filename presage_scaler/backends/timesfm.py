@@ -25,13 +25,14 @@ condition reason the controller reports with Degraded: ``BackendUnreachable``, `
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 import numpy as np
 
 from presage_scaler.api.quantities import format_duration
@@ -130,15 +131,16 @@ class ModelInfo:
 class TimesFMClient:
     """The TimesFM backend of one ForecastBackend, talking to presage-forecaster over HTTP.
 
-    Pass a shared ``httpx.AsyncClient`` to pool connections across backends (it is not closed by
-    :meth:`aclose`); without one the backend makes its own.
+    Pass a shared ``aiohttp.ClientSession`` to pool connections across backends (it is not closed
+    by :meth:`aclose`); without one the backend makes its own, on first use inside the running loop
+    (as aiohttp requires).
     """
 
-    def __init__(self, name: str, settings: TimesFMBackend, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, name: str, settings: TimesFMBackend, client: aiohttp.ClientSession | None = None) -> None:
         self.name = name
         self.settings = settings
         self._endpoint = settings.endpoint.rstrip("/")
-        self._timeout = httpx.Timeout(settings.timeout.total_seconds())
+        self._timeout = aiohttp.ClientTimeout(total=settings.timeout.total_seconds())
         self._client = client
         self._owns_client = client is None
         self._model: str | None = None
@@ -160,7 +162,7 @@ class TimesFMClient:
     async def aclose(self) -> None:
         """Close the HTTP client if this backend made it."""
         if self._owns_client and self._client is not None:
-            await self._client.aclose()
+            await self._client.close()
             self._client = None
 
     async def describe(self) -> ModelInfo:
@@ -212,50 +214,51 @@ class TimesFMClient:
     async def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         url = f"{self._endpoint}{path}"
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client = aiohttp.ClientSession()
         try:
-            response = await self._client.request(method, url, json=payload, timeout=self._timeout)
-        except httpx.TimeoutException as err:
+            async with self._client.request(method, url, json=payload, timeout=self._timeout) as response:
+                status, text = response.status, await response.text(errors="replace")
+        except TimeoutError as err:  # aiohttp's own timeout errors subclass it
             raise ForecasterTimeout(
                 f"presage-forecaster at {url} did not answer within {format_duration(self.settings.timeout)} "
                 f"({type(err).__name__}); raise the ForecastBackend's timeout or check the forecaster's load"
             ) from err
-        except httpx.TransportError as err:
+        except aiohttp.ClientError as err:
             raise ForecasterUnreachable(
                 f"cannot reach presage-forecaster at {url}: {type(err).__name__}: {err or 'connection failed'}; "
                 "check the ForecastBackend's endpoint and that the forecaster's Service has ready endpoints"
             ) from err
-        if response.status_code >= 400:
-            raise _status_error(url, response)
+        if status >= 400:
+            raise _status_error(url, status, text)
         try:
-            body = response.json()
+            body = json.loads(text)
         except ValueError as err:
-            raise InvalidForecasterResponse(f"{url} answered {response.status_code} with non-JSON: {err}") from err
+            raise InvalidForecasterResponse(f"{url} answered {status} with non-JSON: {err}") from err
         if not isinstance(body, dict):
             raise InvalidForecasterResponse(f"{url} answered a JSON {type(body).__name__}, not an object")
         return body
 
 
-def from_spec(name: str, spec: ForecastBackendSpec, http: httpx.AsyncClient | None = None) -> TimesFMClient:
+def from_spec(name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession | None = None) -> TimesFMClient:
     """The TimesFM backend of the ForecastBackend ``name`` (the registry's factory), on ``http``
     when given, else on a client of its own."""
     assert spec.times_fm is not None  # enforced by the API rules
     return TimesFMClient(name, spec.times_fm, http)
 
 
-def _status_error(url: str, response: httpx.Response) -> BackendError:
-    code, message = f"HTTP{response.status_code}", response.text[:500]
+def _status_error(url: str, status: int, body: str) -> BackendError:
+    code, message = f"HTTP{status}", body[:500]
     try:
-        error = response.json()["error"]
+        error = json.loads(body)["error"]
         code, message = str(error["code"]), str(error["message"])
     except (ValueError, KeyError, TypeError):
         pass
-    text = f"presage-forecaster at {url} answered {response.status_code} {code}: {message}"
-    if response.status_code == 503:
+    text = f"presage-forecaster at {url} answered {status} {code}: {message}"
+    if status == 503:
         return ForecasterOverloaded(text) if code == "Overloaded" else ForecasterNotReady(text)
-    if response.status_code >= 500:
+    if status >= 500:
         return ForecasterServerError(text)
-    return ForecasterRejected(text, status=response.status_code, code=code)
+    return ForecasterRejected(text, status=status, code=code)
 
 
 def request_body(requests: Sequence[ForecastRequest], settings: TimesFMBackend) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
@@ -96,12 +96,19 @@ async def _after(*steps: Coroutine[None, None, None]) -> None:
         await step
 
 
+def forecaster_session() -> aiohttp.ClientSession:
+    """The session every TimesFM backend shares. No connection limit: each evaluation has at most
+    one forecast call in flight, so the controller's concurrency bounds the connections, and no call
+    spends its ForecastBackend ``timeout`` waiting for a pooled connection."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+
 @contextlib.asynccontextmanager
 async def running(options: ControllerOptions) -> AsyncIterator[RunningController]:
     """Start everything; on exit stop the servers, release the Lease and close clients."""
     config = kube_config.load(options.kubeconfig, options.context)
     namespaces = list(options.namespaces) or None
-    async with KubeClient(config) as client, httpx.AsyncClient() as forecaster_http:
+    async with KubeClient(config) as client, forecaster_session() as forecaster_http:
         store = RecommendationStore()
         metrics = ScalerMetrics(store=store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import httpx
+import aiohttp
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.types import ForecastBackendSpec, ForecastBackendStatus
@@ -58,7 +58,7 @@ class BackendController:
     def __init__(
         self,
         client: KubeClient,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         *,
         probe_period: float = 30.0,
         leading: Callable[[], bool] = lambda: True,

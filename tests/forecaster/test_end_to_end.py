@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import aiohttp
 import httpx
 import pytest
 
@@ -68,7 +69,7 @@ async def test_recommendation_through_the_forecaster(prometheus_factory, forecas
     forecaster = forecaster_factory("--max-context", "512", "--max-horizon", "64")
     spec = scaler(prometheus.url, targetQuantile="0.95")
     pool = PrometheusClientPool()
-    async with httpx.AsyncClient() as http:
+    async with aiohttp.ClientSession() as http:
         backend = TimesFMClient("timesfm-small", backend_spec(forecaster.url).times_fm, http)
         before = httpx.get(f"{forecaster.url}/metrics").text
         try:

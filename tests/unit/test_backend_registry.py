@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import get_args
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp import web
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import BackendType, ForecastBackendSpec
@@ -19,6 +20,7 @@ from presage_scaler.backends.registry import FACTORIES, build_backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backends.timesfm import TimesFMClient
 from presage_scaler.cli import main
+from tests.harness.local_http import Seen, seen, serving
 
 MODEL = {
     "model": "google/timesfm-2.5-200m-pytorch",
@@ -46,21 +48,23 @@ async def test_seasonal_naive_builds_with_its_settings_and_is_always_ready():
 
 
 async def test_timesfm_builds_on_the_shared_client_and_probes_the_server(caplog):
-    asked: list[httpx.Request] = []
+    asked: list[Seen] = []
 
-    def server(request: httpx.Request) -> httpx.Response:
-        asked.append(request)
-        return httpx.Response(200, json=MODEL)
+    async def server(request: web.Request) -> web.Response:
+        asked.append(await seen(request))
+        return web.json_response(MODEL)
 
-    data = {"type": "TimesFM", "timesFM": {"endpoint": "http://forecaster.test:8080", "maxHorizon": 128}}
-    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+    async with serving(server) as url, aiohttp.ClientSession() as http:
+        data = {"type": "TimesFM", "timesFM": {"endpoint": url, "maxHorizon": 128}}
         backend = build_backend("tfm", spec(data), http)
         assert isinstance(backend, TimesFMClient)
         assert backend.identity.backend == "tfm" and backend.identity.model is None
         with caplog.at_level(logging.WARNING):
             model = await backend.probe()
+        await backend.aclose()
+        assert not http.closed  # the shared session is the caller's
     assert model == "google/timesfm-2.5-200m-pytorch@abc123"
-    assert [(r.method, str(r.url)) for r in asked] == [("GET", "http://forecaster.test:8080/v1/model")]
+    assert [(r.method, r.path) for r in asked] == [("GET", "/v1/model")]
     assert backend.identity.model == "google/timesfm-2.5-200m-pytorch"
     assert "backend=tfm settings disagree with the server" in caplog.text and "maxHorizon 128" in caplog.text
 

@@ -1,17 +1,21 @@
-"""The TimesFM backend's request, parsing and error mapping, on an in-memory httpx transport.
+"""The TimesFM backend's request, parsing and error mapping, against a stand-in forecaster served
+over a real loopback socket (tests/harness/local_http.py).
 
 The same client runs against the real presage-forecaster in tests/forecaster/test_backend_http.py.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
 from datetime import timedelta
 
-import httpx
+import aiohttp
 import numpy as np
 import pytest
+from aiohttp import web
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import TimesFMBackend
@@ -35,6 +39,8 @@ from presage_scaler.backends.timesfm import (
     TimesFMClient,
     request_body,
 )
+from tests.harness.local_http import Handler, Seen, seen, serving
+from tests.harness.process import free_port
 
 ENDPOINT = "http://forecaster.test:8080/"
 STEP = timedelta(minutes=5)
@@ -49,19 +55,19 @@ def req(values, horizon, *levels) -> ForecastRequest:
 
 
 class Server:
-    """An in-memory forecaster: records requests, answers like presage-forecaster would."""
+    """A stand-in forecaster: records requests, answers like presage-forecaster would."""
 
     def __init__(self, status: int = 200, body: object = None, sources: dict[str, str] | None = None) -> None:
         self.status, self.body, self.sources = status, body, sources or {}
-        self.requests: list[httpx.Request] = []
+        self.requests: list[Seen] = []
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
+    async def __call__(self, request: web.Request) -> web.Response:
+        self.requests.append(await seen(request))
         if self.status != 200 or self.body is not None:
-            return httpx.Response(self.status, json=self.body)
-        if request.url.path == "/v1/model":
-            return httpx.Response(200, json=MODEL)
-        sent = json.loads(request.content)
+            return web.json_response(self.body, status=self.status)
+        if request.path == "/v1/model":
+            return web.json_response(MODEL)
+        sent = json.loads(self.requests[-1].body)
         keys = [format(q, "g") for q in sent["quantiles"]]
         series = []
         for s in sent["series"]:
@@ -75,9 +81,8 @@ class Server:
                     "context": {"received": len(s["values"]), "used": len(s["values"]), "truncated": 0},
                 }
             )
-        return httpx.Response(
-            200,
-            json={
+        return web.json_response(
+            {
                 "model": "google/timesfm-2.5-200m-pytorch",
                 "revision": "abc123",
                 "horizon": sent["horizon"],
@@ -96,9 +101,19 @@ MODEL = {
 }
 
 
-def backend(server: Server, **overrides) -> TimesFMClient:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(server))
-    return TimesFMClient("timesfm", settings(**overrides), client)
+@pytest.fixture
+async def backend():
+    """``await backend(handler, **settings)``: a TimesFMClient, on a session of its own, to ``handler``
+    served on a loopback socket (the endpoint written with a trailing slash); both closed after."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def connect(handler: Handler, **overrides) -> TimesFMClient:
+            url = await stack.enter_async_context(serving(handler))
+            tfm = TimesFMClient("timesfm", settings(endpoint=f"{url}/", **overrides))
+            stack.push_async_callback(tfm.aclose)
+            return tfm
+
+        yield connect
 
 
 def test_request_body_carries_every_signal_once():
@@ -110,50 +125,50 @@ def test_request_body_carries_every_signal_once():
     assert point_only["quantiles"] == [] and point_only["useQuantileHead"] is False
 
 
-async def test_one_request_per_evaluation_each_forecast_cut_to_its_own():
+async def test_one_request_per_evaluation_each_forecast_cut_to_its_own(backend):
     server = Server()
-    tfm = backend(server)
+    tfm = await backend(server)
     assert tfm.identity == ModelIdentity(backend="timesfm")  # nothing reported yet
     a, b = await tfm.forecast([req([10.0, 11.0], 3, 0.5, 0.9), req([5.0], 6, 0.95)])
-    assert len(server.requests) == 1 and server.requests[0].url == "http://forecaster.test:8080/v1/forecast"
+    assert [(r.method, r.path) for r in server.requests] == [("POST", "/v1/forecast")]
     assert a.point.tolist() == [11.0, 12.0, 13.0] and set(a.quantiles) == {0.5, 0.9}
     assert a.quantiles[0.9].tolist() == [11.9, 12.9, 13.9] and a.method == "" and a.notes == ()
     assert b.point.tolist() == [5.0, 6.0, 7.0, 8.0, 9.0, 10.0] and set(b.quantiles) == {0.95}
     assert tfm.identity == ModelIdentity("timesfm", "google/timesfm-2.5-200m-pytorch", "abc123")
 
 
-async def test_approximated_levels_are_named_in_method_and_notes():
-    tfm = backend(Server(sources={"0.95": "extrapolated", "0.25": "interpolated"}))
+async def test_approximated_levels_are_named_in_method_and_notes(backend):
+    tfm = await backend(Server(sources={"0.95": "extrapolated", "0.25": "interpolated"}))
     [f] = await tfm.forecast([req([1.0, 2.0], 2, 0.25, 0.5, 0.95)])
     assert f.method == "q0.25 interpolated, q0.95 extrapolated from deciles"
     assert any("0.95 extrapolated" in note for note in f.notes)
 
 
-async def test_point_only_fills_every_level_with_the_point():
+async def test_point_only_fills_every_level_with_the_point(backend):
     server = Server()
-    [f] = await backend(server, useQuantileHead=False).forecast([req([3.0], 4, 0.5, 0.9)])
+    [f] = await (await backend(server, useQuantileHead=False)).forecast([req([3.0], 4, 0.5, 0.9)])
     assert f.method == POINT_ONLY
     assert f.quantiles[0.9].tolist() == f.point.tolist() == f.quantiles[0.5].tolist()
-    assert json.loads(server.requests[0].content)["quantiles"] == []
+    assert json.loads(server.requests[0].body)["quantiles"] == []
 
 
-async def test_truncation_reported_by_the_server_is_noted():
+async def test_truncation_reported_by_the_server_is_noted(backend):
     body = {
         "model": "m",
         "revision": None,
         "quantiles": [],
         "series": [{"point": [1.0], "quantiles": {}, "context": {"received": 9000, "used": 4096, "truncated": 4904}}],
     }
-    [f] = await backend(Server(body=body)).forecast([req([1.0], 1)])
+    [f] = await (await backend(Server(body=body))).forecast([req([1.0], 1)])
     assert any("4096 of 9000" in note for note in f.notes)
 
 
-async def test_describe():
+async def test_describe(backend):
     server = Server()
-    tfm = backend(server)
+    tfm = await backend(server)
     info = await tfm.describe()
     assert info == ModelInfo("google/timesfm-2.5-200m-pytorch", "abc123", 4096, 128, tuple(MODEL["quantileLevels"]))
-    assert server.requests[0].method == "GET" and server.requests[0].url.path == "/v1/model"
+    assert [(r.method, r.path) for r in server.requests] == [("GET", "/v1/model")]
     assert tfm.identity.model == "google/timesfm-2.5-200m-pytorch" and tfm.identity.revision == "abc123"
 
 
@@ -207,9 +222,9 @@ def test_model_info_mismatches():
         ),
     ],
 )
-async def test_http_errors_are_typed(status, body, error, reason, text):
+async def test_http_errors_are_typed(backend, status, body, error, reason, text):
     with pytest.raises(error) as caught:
-        await backend(Server(status, body)).forecast([req([1.0], 1, 0.5)])
+        await (await backend(Server(status, body))).forecast([req([1.0], 1, 0.5)])
     assert caught.value.reason == reason and text in str(caught.value)
     if isinstance(caught.value, ForecasterRejected):
         assert isinstance(caught.value, BackendRejected) and caught.value.status == status
@@ -217,36 +232,59 @@ async def test_http_errors_are_typed(status, body, error, reason, text):
         assert isinstance(caught.value, BackendUnavailable)
 
 
-async def test_missing_quantile_or_short_answer_is_invalid():
+async def test_missing_quantile_or_short_answer_is_invalid(backend):
     body = {"model": "m", "quantiles": [], "series": [{"point": [1.0], "quantiles": {}}]}
     with pytest.raises(InvalidForecasterResponse, match=r"0\.9"):
-        await backend(Server(body=body)).forecast([req([1.0], 1, 0.9)])
+        await (await backend(Server(body=body))).forecast([req([1.0], 1, 0.9)])
     with pytest.raises(InvalidForecasterResponse, match="at least 3 values"):
-        await backend(Server(body=body)).forecast([req([1.0], 3)])
+        await (await backend(Server(body=body))).forecast([req([1.0], 3)])
 
 
-@pytest.mark.parametrize(
-    ("exception", "error", "text"),
-    [
-        (httpx.ConnectError("Connection refused"), ForecasterUnreachable, "Connection refused"),
-        (httpx.ReadTimeout("timed out"), ForecasterTimeout, "within 30s"),
-        (httpx.RemoteProtocolError("peer closed"), ForecasterUnreachable, "peer closed"),
-    ],
-)
-async def test_transport_errors_are_unavailable(exception, error, text):
-    def fail(request: httpx.Request) -> httpx.Response:
-        raise exception
+async def test_connection_refused_is_unreachable():
+    port = free_port()  # nothing listens there
+    tfm = TimesFMClient("timesfm", settings(endpoint=f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(ForecasterUnreachable) as caught:
+            await tfm.describe()
+    finally:
+        await tfm.aclose()
+    assert isinstance(caught.value, BackendUnavailable) and caught.value.reason == "BackendUnreachable"
+    assert f"http://127.0.0.1:{port}/v1/model" in str(caught.value) and "ClientConnectorError" in str(caught.value)
 
-    tfm = TimesFMClient("timesfm", settings(), httpx.AsyncClient(transport=httpx.MockTransport(fail)))
-    with pytest.raises(error) as caught:
+
+async def test_a_server_that_hangs_up_is_unreachable(backend):
+    async def hang_up(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    tfm = await backend(hang_up)
+    with pytest.raises(ForecasterUnreachable) as caught:
         await tfm.describe()
-    assert isinstance(caught.value, BackendUnavailable) and text in str(caught.value)
-    assert "http://forecaster.test:8080/v1/model" in str(caught.value)
+    assert isinstance(caught.value, BackendUnavailable) and "ServerDisconnectedError" in str(caught.value)
+    assert "/v1/model" in str(caught.value)
 
 
-async def test_limits_checked_before_sending():
+async def test_a_server_that_never_answers_times_out(backend):
+    release = asyncio.Event()
+
+    async def silent(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response()
+
+    tfm = await backend(silent, timeout="300ms")
+    try:
+        with pytest.raises(ForecasterTimeout) as caught:
+            await tfm.describe()
+    finally:
+        release.set()
+    assert isinstance(caught.value, BackendUnavailable) and caught.value.reason == "BackendTimeout"
+    assert "within 300ms" in str(caught.value) and "/v1/model" in str(caught.value)
+
+
+async def test_limits_checked_before_sending(backend):
     server = Server()
-    tfm = backend(server)
+    tfm = await backend(server)
     with pytest.raises(BackendRejected, match="maxHorizon 16"):
         await tfm.forecast([req([1.0], 17, 0.5)])
     with pytest.raises(BackendRejected, match="empty"):
@@ -256,11 +294,13 @@ async def test_limits_checked_before_sending():
 
 
 async def test_shared_client_is_not_closed_and_own_client_is():
-    shared = httpx.AsyncClient(transport=httpx.MockTransport(Server()))
-    tfm = TimesFMClient("timesfm", settings(), shared)
-    await tfm.aclose()
-    assert not shared.is_closed
-    await shared.aclose()
+    async with serving(Server()) as url:
+        shared = aiohttp.ClientSession()
+        tfm = TimesFMClient("timesfm", settings(endpoint=url), shared)
+        await tfm.describe()
+        await tfm.aclose()
+        assert not shared.closed
+        await shared.close()
     own = TimesFMClient("timesfm", settings())
     await own.aclose()  # never opened: nothing to close
 
