@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from presage_scaler.controller.scalers import PREDICTIVE_SCALERS
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
 from presage_scaler.kube import config as kube_config
 from presage_scaler.kube.client import JSON, ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
 from presage_scaler.scaledobject import (

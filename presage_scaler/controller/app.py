@@ -21,7 +21,8 @@ import aiohttp
 
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
-from presage_scaler.controller.scalers import PREDICTIVE_SCALERS, ScalerController
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.controller.scalers import ScalerController
 from presage_scaler.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
 from presage_scaler.keda import StalenessBound

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from presage_scaler.controller.app import running
-from presage_scaler.controller.scalers import ScalerController, _Entry
+from presage_scaler.controller.scaler_objects import ScalerEntry
+from presage_scaler.controller.scalers import ScalerController
 from presage_scaler.kube.events import EventRecorder
 from presage_scaler.metrics import ScalerMetrics
 from presage_scaler.prometheus import PrometheusClientPool
@@ -139,8 +140,8 @@ async def test_status_write_retries_on_conflict(cluster, kube_namespace, backend
         # Someone else changes the object: the controller's copy is now out of date.
         cluster.kubectl("label", "predictivescaler", "web", "-n", kube_namespace, "touched=yes")
         await asyncio.sleep(1.1)  # status timestamps have one-second resolution
-        caplog.set_level(logging.INFO, logger="presage_scaler.controller.scalers")
-        await app.scalers.reconcile(_Entry(obj=stale, generation=stale["metadata"]["generation"]))
+        caplog.set_level(logging.INFO, logger="presage_scaler.controller.status_writer")
+        await app.scalers.reconcile(ScalerEntry(obj=stale, generation=stale["metadata"]["generation"]))
     fresh = get(cluster, "predictivescaler", "web", kube_namespace)
     assert "status conflict scaler=" in caplog.text
     assert fresh["metadata"]["labels"]["touched"] == "yes"
@@ -168,7 +169,7 @@ async def test_a_leader_deposed_mid_retry_writes_nothing(cluster, kube_namespace
             ScalerMetrics(),
             leading=leading_until_the_first_conflict,
         )
-        await deposed.reconcile(_Entry(obj=stale, generation=stale["metadata"]["generation"]))
+        await deposed.reconcile(ScalerEntry(obj=stale, generation=stale["metadata"]["generation"]))
     fresh = get(cluster, "predictivescaler", "web", kube_namespace)
     assert checks == [True, False]  # a conflict happened, and the retry asked again
     assert fresh["status"]["lastForecast"] == stale["status"]["lastForecast"]
@@ -211,7 +212,7 @@ async def test_an_unexpected_error_is_internal_error_and_keeps_the_recommendatio
             ScalerMetrics(),
         )
         try:
-            await buggy.reconcile(_Entry(obj=good, generation=good["metadata"]["generation"]))
+            await buggy.reconcile(ScalerEntry(obj=good, generation=good["metadata"]["generation"]))
         finally:
             await pool.aclose()
         assert not app.crashed.is_set()

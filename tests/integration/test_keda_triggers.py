@@ -22,7 +22,8 @@ import grpc
 import pytest
 
 from presage_scaler.controller.app import ControllerOptions, RunningController, running
-from presage_scaler.controller.scalers import ScalerController, _Entry
+from presage_scaler.controller.scaler_objects import ScalerEntry
+from presage_scaler.controller.scalers import ScalerController
 from presage_scaler.keda import metric_name
 from presage_scaler.kube.events import EventRecorder
 from presage_scaler.metrics import ScalerMetrics
@@ -311,7 +312,7 @@ async def test_enforce_with_nothing_to_apply_it_says_so_once(
 
         async def evaluate(name: str) -> dict[str, Any]:
             obj = get(cluster, "predictivescaler", name, ns)
-            await controller.reconcile(_Entry(obj=obj, generation=obj["metadata"]["generation"]))
+            await controller.reconcile(ScalerEntry(obj=obj, generation=obj["metadata"]["generation"]))
             return get(cluster, "predictivescaler", name, ns)
 
         for _ in range(3):

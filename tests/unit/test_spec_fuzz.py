@@ -25,7 +25,7 @@ from presage_scaler.backtest.config import Overrides, load_object, scaler_spec
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli import main
-from presage_scaler.controller.scalers import SpecCache, _status_of, stored_recommendation
+from presage_scaler.controller.scaler_objects import SpecCache, status_of, stored_recommendation
 from presage_scaler.evaluator import EvaluationError
 from tests.harness.hostile_specs import SCALER_BASES, backend_specs, scaler_specs
 
@@ -82,7 +82,7 @@ def test_the_controller_parse_path_contains_any_spec_and_status(spec: Any, statu
     except EvaluationError as err:
         assert err.reason == "InvalidSpec"
     stored_recommendation(obj, specs)  # never raises: an unusable scaler is simply not served
-    _status_of(obj)
+    status_of(obj)
 
 
 def test_an_overflowing_duration_is_invalid_spec_not_a_crash() -> None:

@@ -1,0 +1,313 @@
+"""One evaluation of one PredictiveScaler: read the target and the signals, forecast, decide, and
+write what it found (status, conditions, Events, metrics, the store).
+
+Failures never lower a recommendation: an evaluation that fails leaves ``recommendedReplicas`` and
+``lastForecast`` as they were, marks the scaler ``Degraded`` with the failure's reason, and keeps
+``Ready`` true only while that last good recommendation is younger than the staleness bound KEDA
+is served under. Policy state (the scale-down window) is read back from status on every
+evaluation, so a restarted or newly elected controller continues the window instead of starting it
+over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from presage_scaler.api.types import Condition, PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.backends.base import BackendError
+from presage_scaler.calibration import CalibrationState
+from presage_scaler.controller.backends import BackendController, BackendUnusable
+from presage_scaler.controller.conditions import (
+    CONSUMED,
+    DEGRADED,
+    READY,
+    ConditionUpdate,
+    ScaledObjectConsumers,
+    consumed_condition,
+    find,
+    hides_known,
+    merge_conditions,
+    spec_adjusted_condition,
+    unconsumed_warning_due,
+)
+from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, status_of, stored_recommendation
+from presage_scaler.controller.secrets import SecretTokens
+from presage_scaler.controller.status_writer import StatusWriter
+from presage_scaler.controller.targets import TargetReader
+from presage_scaler.evaluator import EvaluationError, Recommendation, evaluate
+from presage_scaler.keda import StalenessBound
+from presage_scaler.kube.client import JSON, KubeClient
+from presage_scaler.kube.events import EventRecorder
+from presage_scaler.leadtime import HorizonError, spec_adjustments
+from presage_scaler.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
+from presage_scaler.policy import PolicyState
+from presage_scaler.prometheus import PrometheusClientPool, PrometheusError
+from presage_scaler.reasons import Reason
+from presage_scaler.shadow import ShadowLedger
+from presage_scaler.signals import PrometheusSignalSource
+from presage_scaler.store import RecommendationStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKEND = "default"
+SCALED_OBJECT_SYNC_GRACE = 30.0
+"""Seconds after a start during which a ScaledObject cache still listing leaves ``Consumed`` as it was."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: Reason
+    message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", Reason(self.reason))
+
+
+def _failure_of(exc: Exception) -> Failure:
+    if isinstance(exc, TimeoutError):
+        return Failure(Reason.EVALUATION_TIMEOUT, "the evaluation did not finish within its deadline")
+    message = getattr(exc, "message", None) or str(exc)
+    return Failure(getattr(exc, "reason", Reason.INTERNAL_ERROR), str(message))
+
+
+def _ready_condition(status: PredictiveScalerStatus, interval: timedelta, now: datetime) -> ConditionUpdate:
+    """Ready while a recommendation exists and is fresh enough to be served."""
+    if status.recommended_replicas is None or status.last_forecast is None:
+        return ConditionUpdate(READY, "False", Reason.NO_RECOMMENDATION, "no successful evaluation yet")
+    age = now - status.last_forecast.generated_at
+    bound = StalenessBound().max_age(interval)
+    if age > bound:
+        return ConditionUpdate(
+            READY,
+            "False",
+            Reason.RECOMMENDATION_STALE,
+            f"the last recommendation ({status.recommended_replicas}) is {int(age.total_seconds())}s old, "
+            f"over the {int(bound.total_seconds())}s bound; KEDA falls back, Agones falls through",
+        )
+    return ConditionUpdate(
+        READY,
+        "True",
+        Reason.LAST_RECOMMENDATION_HELD,
+        f"serving the last good recommendation ({status.recommended_replicas}) from "
+        f"{status.last_forecast.generated_at.isoformat()} while degraded",
+    )
+
+
+def _explain(rec: Recommendation) -> str:
+    b = rec.breakdown
+    return (
+        f"recommended {rec.replicas} replicas: signal {b.binding_signal} binds, "
+        f"forecast {rec.last_forecast.point:g} at lead time {rec.last_forecast.lead_time_seconds}s, "
+        f"predictive {b.predictive}, reactive {b.reactive}, constraint {b.constraint or 'none'}"
+    )
+
+
+class ScalerReconciler:
+    """Evaluates one scaler and writes the outcome: status through :class:`StatusWriter`, then the
+    store, the metrics and the Events it calls for."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        store: RecommendationStore,
+        specs: SpecCache,
+        backends: BackendController,
+        prometheus: PrometheusClientPool,
+        events: EventRecorder,
+        metrics: ScalerMetrics,
+        writer: StatusWriter,
+        *,
+        clock: Callable[[], datetime],
+        scaled_objects: ScaledObjectConsumers | None,
+    ) -> None:
+        """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written."""
+        self._store = store
+        self._specs = specs
+        self._backends = backends
+        self._prometheus = prometheus
+        self._events = events
+        self._metrics = metrics
+        self._writer = writer
+        self._targets = TargetReader(client)
+        self._secrets = SecretTokens(client)
+        self._clock = clock
+        self._scaled_objects = scaled_objects
+        self._started = time.monotonic()
+
+    async def reconcile(self, entry: ScalerEntry) -> float:
+        """Evaluate one scaler and write its status; returns seconds until the next evaluation."""
+        obj = entry.obj
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        generation = int(meta.get("generation") or 0)
+        entry.scheduled_generation = generation
+        now = self._clock()
+        started = time.perf_counter()
+        status = status_of(obj)
+        interval = timedelta(minutes=1)
+        current: int | None = None
+        recommendation: Recommendation | None = None
+        failure: Failure | None = None
+        shadow: JSON | None = None
+        conditions: list[ConditionUpdate] = []  # beside Ready and Degraded
+        warning: ConditionUpdate | None = None  # Consumed, when it calls for a Warning Event
+        try:
+            spec = self._specs.get(obj)
+            interval = spec.interval
+            was_consumed = find(status.conditions, CONSUMED)
+            consumed = self._consumed(spec, namespace, name, was_consumed, generation)
+            if consumed is not None:
+                conditions.append(consumed)
+                if spec.mode == "Enforce" and unconsumed_warning_due(was_consumed, consumed, generation):
+                    warning = consumed
+            backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
+            backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
+            current = await self._targets.current_replicas(namespace, spec.scale_target_ref)
+            state = PolicyState(status.scale_down_candidate_since, status.last_scale_time)
+            source = TimedSignalSource(
+                PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace)), self._metrics
+            )
+            deadline = min(max(interval.total_seconds(), 10.0), 300.0)
+            calibration = CalibrationState.from_status(status.calibration)
+            recommendation = await asyncio.wait_for(
+                evaluate(spec, backend, source, current, state, now, calibration), deadline
+            )
+        except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
+            failure = _failure_of(exc)
+        except Exception as exc:
+            # A bug or an input nobody foresaw: this scaler goes Degraded with the error, keeps its last
+            # recommendation, and every other scaler goes on.
+            log.exception("evaluation failed unexpectedly scaler=%s/%s", namespace, name)
+            failure = Failure(Reason.INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
+        duration = time.perf_counter() - started
+        if recommendation is not None:
+            assert current is not None
+            ledger = ShadowLedger.from_status(status.shadow)
+            ledger.observe(recommendation, spec.policy)
+            shadow = ledger.status_patch()
+            self._metrics.observe_evaluation(namespace, name, recommendation, current, duration)
+            self._metrics.observe_shadow(namespace, name, ledger.summary())
+            adjustments = spec_adjustments(spec, recommendation.lead_time, backend.max_horizon)
+            conditions.append(spec_adjusted_condition(adjustments))
+            log.info(
+                "evaluated scaler=%s/%s current=%s recommended=%d binding=%s constraint=%s lead_s=%d duration_ms=%.1f",
+                namespace,
+                name,
+                current,
+                recommendation.replicas,
+                recommendation.breakdown.binding_signal,
+                recommendation.breakdown.constraint or "-",
+                recommendation.last_forecast.lead_time_seconds,
+                duration * 1000,
+            )
+        else:
+            assert failure is not None
+            self._metrics.observe_error(namespace, name, failure.reason)
+            log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
+        updated = await self._writer.write(
+            obj,
+            status,
+            lambda status: self._status_patch(
+                status, generation, current, recommendation, failure, shadow, interval, now, conditions
+            ),
+        )
+        if updated is not None:
+            entry.accept(updated)
+            item = stored_recommendation(updated, self._specs)
+            if item is not None:
+                await self._store.put(item)
+            await self._emit_events(updated, status, recommendation, failure, warning)
+        return interval.total_seconds()
+
+    def _consumed(
+        self, spec: PredictiveScalerSpec, namespace: str, name: str, was: Condition | None, generation: int
+    ) -> ConditionUpdate | None:
+        """The ``Consumed`` condition to write, or None to leave it as it is.
+
+        Just after a start the ScaledObject cache is still listing: its Unknown would overwrite what
+        the previous leader knew at this generation, and warn again once known. So for
+        :data:`SCALED_OBJECT_SYNC_GRACE` that Unknown is not written over a known status.
+        """
+        if self._scaled_objects is None:
+            return None
+        consumed = consumed_condition(spec, namespace, name, self._scaled_objects)
+        starting = time.monotonic() - self._started < SCALED_OBJECT_SYNC_GRACE
+        return None if starting and hides_known(consumed, was, generation) else consumed
+
+    def _status_patch(
+        self,
+        status: PredictiveScalerStatus,
+        generation: int,
+        current: int | None,
+        recommendation: Recommendation | None,
+        failure: Failure | None,
+        shadow: JSON | None,
+        interval: timedelta,
+        now: datetime,
+        conditions: list[ConditionUpdate],
+    ) -> JSON:
+        fields: JSON = {"observedGeneration": generation}
+        if current is not None:
+            fields["currentReplicas"] = current
+        if recommendation is not None:
+            fresh = PredictiveScalerStatus(
+                recommended_replicas=recommendation.replicas,
+                last_forecast=recommendation.last_forecast,
+                signal_statuses=list(recommendation.signal_statuses),
+                breakdown=recommendation.breakdown,
+                scale_down_candidate_since=recommendation.state.scale_down_candidate_since,
+                last_scale_time=recommendation.state.last_scale_time,
+                calibration=recommendation.calibration.to_status(),
+            )
+            fields.update(fresh.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            # Merge patch: an explicit null clears a window that is no longer open, and recorded
+            # forecasts a backend that now hindcasts no longer needs.
+            fields.setdefault("scaleDownCandidateSince", None)
+            fields.setdefault("calibration", None)
+            fields["shadow"] = shadow
+            updates = [
+                ConditionUpdate(READY, "True", Reason.RECOMMENDED, _explain(recommendation)),
+                ConditionUpdate(DEGRADED, "False", Reason.EVALUATION_SUCCEEDED, "the last evaluation succeeded"),
+            ]
+        else:
+            assert failure is not None
+            updates = [
+                _ready_condition(status, interval, now),
+                ConditionUpdate(DEGRADED, "True", failure.reason, failure.message),
+            ]
+        merged = merge_conditions(status.conditions, [*updates, *conditions], generation, now)
+        fields["conditions"] = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in merged]
+        return fields
+
+    async def _emit_events(
+        self,
+        obj: JSON,
+        previous: PredictiveScalerStatus,
+        recommendation: Recommendation | None,
+        failure: Failure | None,
+        warning: ConditionUpdate | None,
+    ) -> None:
+        """``warning``: a condition written that calls for a Warning Event of its reason (``Consumed``
+        False in Enforce, the first time at this generation)."""
+        if warning is not None:
+            await self._events.record(obj, "Warning", warning.reason, warning.message)
+        was: Condition | None = find(previous.conditions, DEGRADED)
+        was_degraded = was is not None and was.status == "True"
+        if failure is not None:
+            if not was_degraded or (was is not None and was.reason != failure.reason):
+                await self._events.record(obj, "Warning", failure.reason, failure.message)
+            return
+        assert recommendation is not None
+        if was_degraded:
+            message = f"evaluations succeed again; {_explain(recommendation)}"
+            await self._events.record(obj, "Normal", Reason.RECOVERED, message)
+        if previous.recommended_replicas != recommendation.replicas:
+            before = previous.recommended_replicas if previous.recommended_replicas is not None else "none"
+            await self._events.record(
+                obj, "Normal", Reason.RECOMMENDATION_CHANGED, f"{before} -> {_explain(recommendation)}"
+            )

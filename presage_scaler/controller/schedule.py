@@ -1,0 +1,75 @@
+"""When each scaler is evaluated: a heap of due times, one run per scaler at a time, a bound on
+runs in all, and nothing while this replica is not the leader (the heap is kept meanwhile)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+
+Work = Callable[[K], Awaitable[float | None]]
+"""One run for a key; returns seconds until its next run, or None to schedule it no more. It must
+not raise (a raise ends :meth:`Scheduler.run`)."""
+
+
+class Scheduler(Generic[K]):
+    """Runs each scheduled key's work when it is due: one run per key at a time, ``concurrency``
+    at a time in all, only while ``leading()``."""
+
+    def __init__(self, *, concurrency: int, leading: Callable[[], bool]) -> None:
+        self._leading = leading
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._heap: list[tuple[float, int, K]] = []
+        self._tickets: dict[K, int] = {}  # the one heap entry per key that counts; older ones are skipped
+        self._running: set[K] = set()
+        self._sequence = itertools.count()
+        self._wake = asyncio.Event()
+
+    def schedule(self, key: K, delay: float) -> None:
+        """Run ``key`` in ``delay`` seconds, replacing when it was due before."""
+        ticket = self._tickets[key] = next(self._sequence)
+        heapq.heappush(self._heap, (time.monotonic() + delay, ticket, key))
+        self._wake.set()
+
+    def forget(self, key: K) -> None:
+        """Run ``key`` no more (a run in progress finishes)."""
+        self._tickets.pop(key, None)
+
+    def wake(self) -> None:
+        """Look at the heap again now (leadership was gained)."""
+        self._wake.set()
+
+    async def run(self, work: Work[K]) -> None:
+        async with asyncio.TaskGroup() as group:
+            while True:
+                self._wake.clear()
+                if not self._leading() or not self._heap:
+                    await self._wake.wait()
+                    continue
+                due, ticket, key = self._heap[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    continue
+                heapq.heappop(self._heap)
+                if self._tickets.get(key) != ticket or key in self._running:
+                    continue  # forgotten, superseded, or running (that run reschedules it)
+                self._running.add(key)
+                await self._semaphore.acquire()
+                group.create_task(self._run_one(key, work))
+
+    async def _run_one(self, key: K, work: Work[K]) -> None:
+        try:
+            delay = await work(key)
+        finally:
+            self._running.discard(key)
+            self._semaphore.release()
+        if delay is not None and key in self._tickets:
+            self.schedule(key, delay)

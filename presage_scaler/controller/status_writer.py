@@ -1,0 +1,61 @@
+"""Writing one PredictiveScaler's status: a merge patch conditional on the resourceVersion it was
+computed from; on a conflict the object is read again and the patch rebuilt on the fresh status.
+
+Leadership is checked before every attempt, retries included: a replica that lost its Lease
+between a conflict and its retry would otherwise overwrite what the new leader wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from presage_scaler.api.types import PredictiveScalerStatus
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, status_of
+from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
+
+log = logging.getLogger(__name__)
+
+STATUS_WRITE_ATTEMPTS = 4
+
+StatusPatch = Callable[[PredictiveScalerStatus], JSON]
+"""The status fields to write, computed from the status they replace."""
+
+
+class StatusWriter:
+    """Patches status subresources with conflict retry, only while ``leading()``."""
+
+    def __init__(self, client: KubeClient, leading: Callable[[], bool]) -> None:
+        self._client = client
+        self._leading = leading
+
+    async def write(self, obj: JSON, status: PredictiveScalerStatus, patch_of: StatusPatch) -> JSON | None:
+        """Write ``patch_of(status)`` over ``obj`` (whose status ``status`` is); the object as written,
+        or None when nothing was (deposed, deleted, refused, or conflicts every time)."""
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        for attempt in range(STATUS_WRITE_ATTEMPTS):
+            if not self._leading():
+                log.info("status not written scaler=%s/%s: no longer the leader", namespace, name)
+                return None
+            patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": patch_of(status)}
+            try:
+                return await self._client.merge_patch(PREDICTIVE_SCALERS, namespace, name, patch, "status")
+            except Conflict:
+                try:
+                    obj = await self._client.get(PREDICTIVE_SCALERS, namespace, name)
+                except NotFound:
+                    return None
+                status = status_of(obj)
+                log.info(
+                    "status conflict scaler=%s/%s attempt=%d; retrying on the fresh object",
+                    namespace,
+                    name,
+                    attempt + 1,
+                )
+            except NotFound:
+                return None
+            except ApiError as exc:
+                log.warning("status not written scaler=%s/%s error=%s", namespace, name, exc)
+                return None
+        log.warning("status not written scaler=%s/%s: %d conflicts in a row", namespace, name, STATUS_WRITE_ATTEMPTS)
+        return None

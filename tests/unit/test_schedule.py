@@ -1,0 +1,142 @@
+"""The controller's scheduler: due order, one run per key, the concurrency bound, leadership, forget."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from presage_scaler.controller.schedule import Scheduler
+
+Work = Callable[[str], Awaitable[float | None]]
+
+
+@contextlib.asynccontextmanager
+async def running(scheduler: Scheduler[str], work: Work) -> AsyncIterator[None]:
+    task = asyncio.create_task(scheduler.run(work))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_keys_run_in_due_order():
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True)
+    started: list[str] = []
+    done = asyncio.Event()
+
+    async def work(key: str) -> None:
+        started.append(key)
+        if len(started) == 3:
+            done.set()
+
+    scheduler.schedule("a", 0.06)
+    scheduler.schedule("b", 0.0)
+    scheduler.schedule("c", 0.03)
+    async with running(scheduler, work):
+        await asyncio.wait_for(done.wait(), 5)
+    assert started == ["b", "c", "a"]
+
+
+async def test_a_key_runs_once_at_a_time_and_its_run_reschedules_it():
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True)
+    release, first_started, finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    runs, in_flight, most = 0, 0, 0
+
+    async def work(key: str) -> float | None:
+        nonlocal runs, in_flight, most
+        runs += 1
+        in_flight += 1
+        most = max(most, in_flight)
+        first_started.set()
+        await release.wait()
+        in_flight -= 1
+        if runs == 2:
+            finished.set()
+            return None
+        return 0.0
+
+    scheduler.schedule("a", 0.0)
+    async with running(scheduler, work):
+        await asyncio.wait_for(first_started.wait(), 5)
+        scheduler.schedule("a", 0.0)  # due again while running: that run's answer decides
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert runs == 1
+        release.set()
+        await asyncio.wait_for(finished.wait(), 5)
+    assert (runs, most) == (2, 1)
+
+
+async def test_no_more_runs_than_the_concurrency_at_once():
+    scheduler: Scheduler[str] = Scheduler(concurrency=2, leading=lambda: True)
+    release, two_running, all_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    in_flight, most, done = 0, 0, 0
+
+    async def work(key: str) -> None:
+        nonlocal in_flight, most, done
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight == 2:
+            two_running.set()
+        await release.wait()
+        in_flight -= 1
+        done += 1
+        if done == 5:
+            all_done.set()
+
+    for key in "abcde":
+        scheduler.schedule(key, 0.0)
+    async with running(scheduler, work):
+        await asyncio.wait_for(two_running.wait(), 5)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert in_flight == 2
+        release.set()
+        await asyncio.wait_for(all_done.wait(), 5)
+    assert most == 2
+
+
+async def test_nothing_runs_while_not_leading_and_the_schedule_is_kept():
+    leading = False
+    scheduler: Scheduler[str] = Scheduler(concurrency=1, leading=lambda: leading)
+    ran = asyncio.Event()
+
+    async def work(key: str) -> None:
+        ran.set()
+
+    scheduler.schedule("a", 0.0)
+    async with running(scheduler, work):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(ran.wait(), 0.2)
+        leading = True
+        scheduler.wake()
+        await asyncio.wait_for(ran.wait(), 5)
+
+
+async def test_a_forgotten_key_does_not_run_and_is_not_rescheduled():
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True)
+    started: list[str] = []
+    later = asyncio.Event()
+
+    async def work(key: str) -> float | None:
+        started.append(key)
+        if key == "b":
+            scheduler.forget("b")  # deleted while it runs: its answer is ignored
+            return 0.0
+        later.set()
+        return None
+
+    scheduler.schedule("a", 0.02)
+    scheduler.forget("a")
+    scheduler.schedule("b", 0.0)
+    scheduler.schedule("c", 0.1)  # due after "a" was: by the time it runs, "a" would have
+    async with running(scheduler, work):
+        await asyncio.wait_for(later.wait(), 5)
+        for _ in range(20):
+            await asyncio.sleep(0)
+    assert started == ["b", "c"]
