@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running
-from presage_scaler.evaluator import evaluate
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import PrometheusClientPool
-from presage_scaler.signals import PrometheusSignalSource
+from presage_scaler.engine.evaluator import evaluate
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.presage_cluster import install_crds, predictive_scaler, seasonal_backend
 from tests.harness.prometheus import PrometheusServer

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import grpc
 
-from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.keda import StaticScaledObjectTriggers, metric_name
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 
 NS, SCALER, SO = "bench", "web", "web-so"
 SERVER_OPTIONS = [("grpc.so_reuseport", 0)]
@@ -60,7 +60,7 @@ async def _run_server(kind: str, mode: str, conn: Connection) -> None:
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
     else:
-        from presage_scaler.grpc_server import serve
+        from presage_scaler.serving.grpc_server import serve
 
         store = RecommendationStore()
         await store.put(

@@ -1,6 +1,6 @@
 """CPU time of one SeasonalNaive forecast and of one full decision, against ``np.mean``.
 
-A full decision is the forecast plus :func:`presage_scaler.evaluator.decide` (policy, breakdown,
+A full decision is the forecast plus :func:`presage_scaler.engine.evaluator.decide` (policy, breakdown,
 signal statuses and lastForecast) for a default single-signal PredictiveScaler: everything one
 evaluation does except the I/O.
 
@@ -22,9 +22,9 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.evaluator import SignalData, decide, forecast_requests, signal_specs
-from presage_scaler.leadtime import resolve_lead_time
-from presage_scaler.policy import PolicyState
+from presage_scaler.engine.evaluator import SignalData, decide, forecast_requests, signal_specs
+from presage_scaler.engine.leadtime import resolve_lead_time
+from presage_scaler.engine.policy import PolicyState
 
 LEAD = timedelta(minutes=5)
 QUANTILES = (0.5, 0.9)

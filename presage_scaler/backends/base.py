@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from presage_scaler.reasons import Reason
+from presage_scaler.api.reasons import Reason
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class History:
 @dataclass(frozen=True)
 class HindcastRequest:
     """Past forecasts asked for alongside a forecast, so that calibration can score the backend on
-    its own recent errors (:mod:`presage_scaler.calibration`)."""
+    its own recent errors (:mod:`presage_scaler.engine.calibration`)."""
 
     window: int
     """Steps ahead each past forecast covers."""

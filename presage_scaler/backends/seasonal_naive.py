@@ -45,7 +45,7 @@ Quantiles
     and ``f = sqrt(C / c)`` widens the band when fewer cycles than configured exist (``f = 1`` on the
     normal path). The offset is the same for every step ``h``. These per-step quantiles are what
     the backend reports; capacity is sized from the calibrated window maximum that
-    :mod:`presage_scaler.calibration` derives from the point forecast and its own past errors.
+    :mod:`presage_scaler.engine.calibration` derives from the point forecast and its own past errors.
 
 Recent-level fallback
     With fewer than ``S + MIN_RESIDUALS`` points there is no full season to repeat plus enough
@@ -94,7 +94,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
-from presage_scaler.rolling import window_maxima, window_sums
+from presage_scaler.series.rolling import window_maxima, window_sums
 
 if TYPE_CHECKING:
     import aiohttp

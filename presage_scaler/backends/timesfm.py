@@ -36,6 +36,7 @@ import aiohttp
 import numpy as np
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import ForecastBackendSpec, TimesFMBackend
 from presage_scaler.backends.base import (
     BackendError,
@@ -46,7 +47,6 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
-from presage_scaler.reasons import Reason
 
 log = logging.getLogger(__name__)
 

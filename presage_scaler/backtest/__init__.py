@@ -2,6 +2,6 @@
 
 ``trace`` loads demand, ``config`` builds the scaler and backend (YAML or flags), ``simulator`` models
 pods booting and being removed, ``baselines`` holds the oracle and the reactive (HPA) policies,
-``replay`` drives :func:`presage_scaler.evaluator.decide`, ``runner`` puts them together, ``metrics``
+``replay`` drives :func:`presage_scaler.engine.evaluator.decide`, ``runner`` puts them together, ``metrics``
 scores them, ``output`` / ``report`` (with ``plots``) write the results and ``command`` is the CLI.
 """

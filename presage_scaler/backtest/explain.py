@@ -12,7 +12,7 @@ import numpy as np
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import PolicySpec
 from presage_scaler.backtest.replay import PresageRecord
-from presage_scaler.rolling import window_maxima
+from presage_scaler.series.rolling import window_maxima
 
 FORECAST = "Forecast"
 """The name a decision's binding constraint gets when the forecast itself set the count."""

@@ -30,8 +30,8 @@ from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.report import write_report
 from presage_scaler.backtest.runner import Setup, run_backtest
 from presage_scaler.backtest.trace import Trace, load_csv, load_prometheus, parse_timestamp
-from presage_scaler.leadtime import HorizonError
-from presage_scaler.prometheus import PrometheusError
+from presage_scaler.clients.prometheus import PrometheusError
+from presage_scaler.engine.leadtime import HorizonError
 
 
 def _trace(args: argparse.Namespace) -> Trace:

@@ -2,8 +2,8 @@
 
 For every decision the replay gathers what the controller would (the signal's history up to the
 last complete point, capped to ``spec.signal.history`` and the backend's ``max_context``; the
-per-replica capacity), builds the requests with :func:`presage_scaler.evaluator.forecast_requests`,
-and decides with :func:`presage_scaler.evaluator.decide`, carrying the policy state and the
+per-replica capacity), builds the requests with :func:`presage_scaler.engine.evaluator.forecast_requests`,
+and decides with :func:`presage_scaler.engine.evaluator.decide`, carrying the policy state and the
 calibration state from one decision to the next, as the controller does through ``.status``. There
 is no second implementation of the decision.
 
@@ -17,7 +17,7 @@ ahead in chunks of upcoming decisions, apart from the decisions themselves: one 
 chunk (a model server sees batches, not single requests), and each window in a chunk still ends at
 its own decision. When the backend answered the hindcasts
 (SeasonalNaive), calibration needs no state either, and the chunk's sizing windows are calibrated in
-one vectorised pass (:func:`presage_scaler.calibration.window_forecasts`, which production calls with
+one vectorised pass (:func:`presage_scaler.engine.calibration.window_forecasts`, which production calls with
 a chunk of one); otherwise each decision calibrates from the state the previous one left.
 """
 
@@ -36,8 +36,8 @@ from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.calibration import CalibrationState, answered, window_forecasts
-from presage_scaler.evaluator import (
+from presage_scaler.engine.calibration import CalibrationState, answered, window_forecasts
+from presage_scaler.engine.evaluator import (
     SignalData,
     SignalSpec,
     Sizing,
@@ -47,9 +47,9 @@ from presage_scaler.evaluator import (
     size,
     sizing_window,
 )
-from presage_scaler.leadtime import LeadTime, steps_for
-from presage_scaler.policy import PolicyState
-from presage_scaler.timegrid import align_down
+from presage_scaler.engine.leadtime import LeadTime, steps_for
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.series.timegrid import align_down
 
 CHUNK = 256
 """Decisions whose forecasts are requested together."""

@@ -3,7 +3,7 @@ range query.
 
 Value ``i`` is the demand during the step ``[start + i·step, start + (i + 1)·step)``; it is known
 once that step is over. Missing grid points and unreadable values are gaps, filled by the same rule
-as production's Prometheus reads (:func:`presage_scaler.prometheus.fill_gaps`) and remembered in
+as production's Prometheus reads (:func:`presage_scaler.clients.prometheus.fill_gaps`) and remembered in
 ``gaps`` so that ``gapSteps`` is reported as it would be live. pandas comes with the ``backtest``
 extra (:mod:`presage_scaler.backtest.extra`).
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.prometheus import PrometheusClient, fill_gaps
+from presage_scaler.clients.prometheus import PrometheusClient, fill_gaps
 
 TIME_COLUMNS = ("timestamp", "ts", "time")
 VALUE_COLUMN = "value"

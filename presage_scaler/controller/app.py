@@ -19,21 +19,21 @@ from pathlib import Path
 
 import aiohttp
 
+from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube.client import KubeClient
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.kube.informer import Informer
+from presage_scaler.clients.kube.leader import LeaderElector
+from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
 from presage_scaler.controller.scalers import ScalerController
-from presage_scaler.grpc_server import ScalerServer, TLSConfig, serve
-from presage_scaler.http_server import HttpServer, TLSFiles, serve_http
-from presage_scaler.keda import StalenessBound
-from presage_scaler.kube import config as kube_config
-from presage_scaler.kube.client import KubeClient
-from presage_scaler.kube.events import EventRecorder
-from presage_scaler.kube.informer import Informer
-from presage_scaler.kube.leader import LeaderElector
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.prometheus import PrometheusClientPool
-from presage_scaler.store import RecommendationStore
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
+from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_http
+from presage_scaler.serving.keda import StalenessBound
+from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
 

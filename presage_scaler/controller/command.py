@@ -8,11 +8,11 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
+from presage_scaler.clients.kube.config import add_kubeconfig_arguments
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
-from presage_scaler.grpc_server import TLSConfig
-from presage_scaler.http_server import TLSFiles
-from presage_scaler.keda import StalenessBound
-from presage_scaler.kube.config import add_kubeconfig_arguments
+from presage_scaler.serving.grpc_server import TLSConfig
+from presage_scaler.serving.http_server import TLSFiles
+from presage_scaler.serving.keda import StalenessBound
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import Condition, ConditionStatus, PredictiveScalerSpec
-from presage_scaler.keda import SCALER_KEY
-from presage_scaler.leadtime import Adjustment
-from presage_scaler.reasons import Reason
+from presage_scaler.engine.leadtime import Adjustment
+from presage_scaler.serving.keda import SCALER_KEY
 
 READY = "Ready"
 DEGRADED = "Degraded"

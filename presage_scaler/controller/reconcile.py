@@ -18,9 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import Condition, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.backends.base import BackendError
-from presage_scaler.calibration import CalibrationState
+from presage_scaler.clients.kube.client import JSON, KubeClient
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
 from presage_scaler.controller.backends import BackendController, BackendUnusable
 from presage_scaler.controller.conditions import (
     CONSUMED,
@@ -39,18 +42,15 @@ from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, sta
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
-from presage_scaler.evaluator import EvaluationError, Recommendation, evaluate
-from presage_scaler.keda import StalenessBound
-from presage_scaler.kube.client import JSON, KubeClient
-from presage_scaler.kube.events import EventRecorder
-from presage_scaler.leadtime import HorizonError, spec_adjustments
-from presage_scaler.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import PrometheusClientPool, PrometheusError
-from presage_scaler.reasons import Reason
-from presage_scaler.shadow import ShadowLedger
-from presage_scaler.signals import PrometheusSignalSource
-from presage_scaler.store import RecommendationStore
+from presage_scaler.engine.calibration import CalibrationState
+from presage_scaler.engine.evaluator import EvaluationError, Recommendation, evaluate
+from presage_scaler.engine.leadtime import HorizonError, spec_adjustments
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.shadow import ShadowLedger
+from presage_scaler.engine.signals import PrometheusSignalSource
+from presage_scaler.observability.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
+from presage_scaler.serving.keda import StalenessBound
+from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from presage_scaler.keda import SCALER_KEY
-from presage_scaler.kube.client import JSON, KubeClient, Resource
-from presage_scaler.kube.informer import Informer, Key, key_of
+from presage_scaler.clients.kube.client import JSON, KubeClient, Resource
+from presage_scaler.clients.kube.informer import Informer, Key, key_of
+from presage_scaler.serving.keda import SCALER_KEY
 
 SCALED_OBJECTS = Resource("keda.sh", "v1alpha1", "scaledobjects", True, "ScaledObject")
 EXTERNAL_TRIGGERS = frozenset({"external", "external-push"})
@@ -68,7 +68,7 @@ class ConsumerIndex:
 
 
 class KubeScaledObjectTriggers:
-    """A :class:`~presage_scaler.keda.ScaledObjectTriggers` and a
+    """A :class:`~presage_scaler.serving.keda.ScaledObjectTriggers` and a
     :class:`~presage_scaler.controller.conditions.ScaledObjectConsumers` backed by one informer."""
 
     def __init__(self, client: KubeClient, namespaces: Sequence[str] | None = None) -> None:

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import API_VERSION, PredictiveScalerSpec, PredictiveScalerStatus
-from presage_scaler.evaluator import EvaluationError
-from presage_scaler.kube.client import JSON, Resource
-from presage_scaler.reasons import Reason
-from presage_scaler.store import StoredRecommendation, TargetRef
+from presage_scaler.clients.kube.client import JSON, Resource
+from presage_scaler.engine.evaluator import EvaluationError
+from presage_scaler.serving.store import StoredRecommendation, TargetRef
 
 log = logging.getLogger(__name__)
 

@@ -15,18 +15,18 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from presage_scaler.clients.kube.client import JSON, KubeClient
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import BackendController
 from presage_scaler.controller.conditions import ScaledObjectConsumers
 from presage_scaler.controller.reconcile import ScalerReconciler
 from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, status_of, stored_recommendation
 from presage_scaler.controller.schedule import Scheduler
 from presage_scaler.controller.status_writer import StatusWriter
-from presage_scaler.evaluator import EvaluationError
-from presage_scaler.kube.client import JSON, KubeClient
-from presage_scaler.kube.events import EventRecorder
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.prometheus import PrometheusClientPool
-from presage_scaler.store import RecommendationStore
+from presage_scaler.engine.evaluator import EvaluationError
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import base64
 import binascii
 import time
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import SecretKeyRef
-from presage_scaler.evaluator import EvaluationError
-from presage_scaler.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
-from presage_scaler.reasons import Reason
+from presage_scaler.clients.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
+from presage_scaler.engine.evaluator import EvaluationError
 
 SECRETS = Resource("", "v1", "secrets", True, "Secret")
 
@@ -61,7 +61,7 @@ class SecretTokens:
 
 
 class NamespaceTokens:
-    """A :data:`~presage_scaler.signals.TokenResolver` fixed to one namespace."""
+    """A :data:`~presage_scaler.engine.signals.TokenResolver` fixed to one namespace."""
 
     def __init__(self, tokens: SecretTokens, namespace: str) -> None:
         self._tokens = tokens

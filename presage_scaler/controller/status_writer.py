@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 
 from presage_scaler.api.types import PredictiveScalerStatus
+from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, status_of
-from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
 

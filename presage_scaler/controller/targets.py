@@ -8,10 +8,10 @@ the count the FleetAutoscaler reports.
 
 from __future__ import annotations
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import ScaleTargetRef
-from presage_scaler.evaluator import EvaluationError
-from presage_scaler.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
-from presage_scaler.reasons import Reason
+from presage_scaler.clients.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
+from presage_scaler.engine.evaluator import EvaluationError
 
 
 def _int_at(obj: dict[str, object], *path: str) -> int | None:

@@ -13,7 +13,7 @@ from presage_scaler.backtest import extra
 from presage_scaler.backtest.command import _typed as typed
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica, parse_span
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.kube import config as kube_config
+from presage_scaler.clients.kube import config as kube_config
 
 DEFAULT_LOOKBACK = timedelta(days=28)
 

@@ -16,7 +16,7 @@ from typing import Any
 from presage_scaler.api.parse import parse
 from presage_scaler.api.quantities import Amount, format_duration, format_quantile, plain_number
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
-from presage_scaler.calibration import SPAN
+from presage_scaler.engine.calibration import SPAN
 from presage_scaler.tune.errors import TuneError
 
 

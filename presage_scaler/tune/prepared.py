@@ -21,8 +21,8 @@ import numpy as np
 from presage_scaler.backends.base import Forecast, History
 from presage_scaler.backtest.replay import DecisionFeed, forecaster_for
 from presage_scaler.backtest.runner import Plan
-from presage_scaler.calibration import CalibrationState, WindowForecast
-from presage_scaler.evaluator import SignalData, Sizing
+from presage_scaler.engine.calibration import CalibrationState, WindowForecast
+from presage_scaler.engine.evaluator import SignalData, Sizing
 from presage_scaler.tune.errors import TuneError
 
 
@@ -94,7 +94,7 @@ def forecast(plan: Plan, levels: Sequence[float], on_progress: Callable[[int], N
 @dataclass(frozen=True)
 class Prepared:
     """Per decision of ``plan``'s schedule, in order: the signal data, the forecast and the sizing,
-    as :func:`presage_scaler.evaluator.decide` takes them."""
+    as :func:`presage_scaler.engine.evaluator.decide` takes them."""
 
     plan: Plan
     data: tuple[SignalData, ...]

@@ -1,5 +1,5 @@
 """Replay many: one candidate policy over a prepared trace, through the backtest's simulator and
-production's :func:`presage_scaler.evaluator.decide`, exactly as ``presage backtest`` would decide
+production's :func:`presage_scaler.engine.evaluator.decide`, exactly as ``presage backtest`` would decide
 with that spec (the forecasts and sizings are the same numbers; only when they are made differs)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from datetime import datetime
 
 from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backtest.simulator import Simulation, simulate
-from presage_scaler.evaluator import decide
-from presage_scaler.policy import PolicyState
-from presage_scaler.timegrid import align_down
+from presage_scaler.engine.evaluator import decide
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.prepared import Prepared
 
 

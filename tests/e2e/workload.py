@@ -87,7 +87,7 @@ class Workload:
         argv = [
             sys.executable,
             "-m",
-            "presage_scaler.cli",
+            "presage_scaler.cli.main",
             "scaledobject",
             NAME,
             f"--namespace={self.namespace}",

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from presage_scaler.backtest.replay import CHUNK
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from tests.harness.forecaster import metric
 
 pytestmark = pytest.mark.integration

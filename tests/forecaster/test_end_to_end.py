@@ -12,10 +12,10 @@ import pytest
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backends.timesfm import TimesFMClient
-from presage_scaler.evaluator import evaluate
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import PrometheusClientPool
-from presage_scaler.signals import PrometheusSignalSource
+from presage_scaler.clients.prometheus import PrometheusClientPool
+from presage_scaler.engine.evaluator import evaluate
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.forecaster import metric
 from tests.harness.prometheus import Series
 

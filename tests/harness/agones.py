@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from presage_scaler.http_server import HttpLimits, build_app
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.http_server import HttpLimits, build_app
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 
 UID = "4d0d5c2e-9f6b-4e8e-8a43-2b1f0a7c9d11"
 NS = "games"

@@ -13,9 +13,9 @@ import numpy as np
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.base import Forecast, History, ModelIdentity
-from presage_scaler.evaluator import Recommendation, SignalData, decide, signal_specs
-from presage_scaler.leadtime import LeadTime
-from presage_scaler.policy import PolicyState
+from presage_scaler.engine.evaluator import Recommendation, SignalData, decide, signal_specs
+from presage_scaler.engine.leadtime import LeadTime
+from presage_scaler.engine.policy import PolicyState
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 PROM = {"address": "http://prometheus:9090", "query": "q"}

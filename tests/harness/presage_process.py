@@ -61,7 +61,7 @@ class PresageScaler:
         return [
             sys.executable,
             "-m",
-            "presage_scaler.cli",
+            "presage_scaler.cli.main",
             *kept,
             f"--grpc-port={self.grpc_port}",
             f"--http-port={self.http_port}",

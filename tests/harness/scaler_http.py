@@ -14,9 +14,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from presage_scaler.http_server import serve_http
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.store import RecommendationStore
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.http_server import serve_http
+from presage_scaler.serving.store import RecommendationStore
 from tests.harness.agones import fleet_recommendation
 from tests.harness.process import LoopbackServer
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from presage_scaler.cli import build_parser
+from presage_scaler.cli.main import build_parser
 from tests.harness.chart_manifests import stale_manifests
 from tests.harness.helm import CHART, Helm, ensure_helm
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries

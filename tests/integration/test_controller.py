@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import running
 from presage_scaler.controller.scaler_objects import ScalerEntry
 from presage_scaler.controller.scalers import ScalerController
-from presage_scaler.kube.events import EventRecorder
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.prometheus import PrometheusClientPool
-from presage_scaler.store import RecommendationStore
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.store import RecommendationStore
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.kube import KubeControlPlane
 from tests.harness.presage_cluster import (

@@ -14,9 +14,9 @@ import grpc
 import pytest
 
 from presage_scaler.controller.app import running
-from presage_scaler.keda import metric_name
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
+from presage_scaler.serving.keda import metric_name
 from tests.harness.presage_cluster import (
     REPO,
     apply,
@@ -128,7 +128,7 @@ def _start(plane, namespace: str, identity: str, log_path) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
-        "presage_scaler.cli",
+        "presage_scaler.cli.main",
         "run",
         f"--kubeconfig={plane.kubeconfig}",
         f"--namespaces={namespace}",

@@ -11,10 +11,10 @@ import pytest
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec, SeasonalNaiveBackend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.evaluator import evaluate
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import PrometheusClientPool, TooManySeries
-from presage_scaler.signals import PrometheusSignalSource
+from presage_scaler.clients.prometheus import PrometheusClientPool, TooManySeries
+from presage_scaler.engine.evaluator import evaluate
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration

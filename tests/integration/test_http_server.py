@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from presage_scaler.agones import MAX_BODY_BYTES, PATH
-from presage_scaler.http_server import HttpLimits, HttpServer, TLSFiles, serve_http
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.agones import MAX_BODY_BYTES, PATH
+from presage_scaler.serving.http_server import HttpLimits, HttpServer, TLSFiles, serve_http
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.agones import NS, REVIEW, UID
 from tests.harness.certs import Pem, issue
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from presage_scaler.agones import PATH
+from presage_scaler.serving.agones import PATH
 from tests.harness.agones import REVIEW
 from tests.harness.scaler_http import ScalerHttpProcess
 

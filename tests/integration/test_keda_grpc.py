@@ -16,11 +16,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from presage_scaler.grpc_server import SERVICE_NAME, ScalerServer, TLSConfig, serve
-from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.grpc_server import SERVICE_NAME, ScalerServer, TLSConfig, serve
+from presage_scaler.serving.keda import StaticScaledObjectTriggers, metric_name
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.certs import Pem, issue
 
 pytestmark = pytest.mark.integration

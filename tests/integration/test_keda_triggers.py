@@ -21,16 +21,16 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, RunningController, running
 from presage_scaler.controller.scaler_objects import ScalerEntry
 from presage_scaler.controller.scalers import ScalerController
-from presage_scaler.keda import metric_name
-from presage_scaler.kube.events import EventRecorder
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.prometheus import PrometheusClientPool
+from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
-from presage_scaler.store import RecommendationStore
+from presage_scaler.serving.keda import metric_name
+from presage_scaler.serving.store import RecommendationStore
 from tests.harness.keda import install_keda_crds, uninstall_keda_crds
 from tests.harness.presage_cluster import (
     apply,

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
-from presage_scaler.kube import config as kube_config
-from presage_scaler.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
 from tests.harness.presage_cluster import apply, deployment
 
 pytestmark = pytest.mark.integration

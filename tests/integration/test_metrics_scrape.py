@@ -13,14 +13,14 @@ import grpc
 import httpx
 import pytest
 
-from presage_scaler.grpc_server import serve
-from presage_scaler.http_server import serve_http
-from presage_scaler.keda import StaticScaledObjectTriggers, metric_name
-from presage_scaler.metrics import ScalerMetrics
+from presage_scaler.engine.shadow import Prediction, ShadowLedger
+from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
-from presage_scaler.shadow import Prediction, ShadowLedger
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.grpc_server import serve
+from presage_scaler.serving.http_server import serve_http
+from presage_scaler.serving.keda import StaticScaledObjectTriggers, metric_name
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 from tests.harness.evaluation import SPEC, evaluate
 from tests.harness.fixtures_prometheus import PrometheusFactory

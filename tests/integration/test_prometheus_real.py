@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from presage_scaler.prometheus import (
+from presage_scaler.clients.prometheus import (
     NoData,
     PrometheusClient,
     PrometheusUnreachable,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from tests.harness.chromium import open_page
 
 pytestmark = pytest.mark.integration

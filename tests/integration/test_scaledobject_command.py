@@ -26,7 +26,7 @@ def cluster(kube_control_plane):
 
 def presage(plane, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli", "scaledobject", *args, "--kubeconfig", str(plane.kubeconfig)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "scaledobject", *args, "--kubeconfig", str(plane.kubeconfig)],
         capture_output=True,
         text=True,
         timeout=60,

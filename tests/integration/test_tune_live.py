@@ -39,7 +39,7 @@ def history() -> list[tuple[datetime, float]]:
 
 def presage(plane, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli", "tune", *args, "--kubeconfig", str(plane.kubeconfig)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "tune", *args, "--kubeconfig", str(plane.kubeconfig)],
         capture_output=True,
         text=True,
         timeout=300,

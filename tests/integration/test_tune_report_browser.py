@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from tests.harness.chromium import open_page
 from tests.integration.test_report_browser import EXAMPLE, PROBE
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from presage_scaler.agones import PATH
+from presage_scaler.serving.agones import PATH
 from tests.harness.agones import FULL, REVIEW, assert_documented_answer
 from tests.harness.hostile_json import bodies
 from tests.harness.scaler_http import ScalerHttpProcess

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from presage_scaler.agones import MAX_NAME_CHARS, WebhookError, answer
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.agones import MAX_NAME_CHARS, WebhookError, answer
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.agones import FULL, NS, REVIEW, UID
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -258,7 +258,7 @@ def test_reference_contains_every_line_of_the_seed():
 def test_generated_files_are_fresh():
     """`presage crds --check` fails when crds/ or docs/ lag behind the declaration."""
     result = subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli", "crds", "--check", "--root", str(REPO)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--root", str(REPO)],
         capture_output=True,
         text=True,
         check=False,
@@ -268,12 +268,14 @@ def test_generated_files_are_fresh():
 
 def test_check_detects_a_stale_file(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli", "crds", "--root", str(tmp_path)], check=True, capture_output=True
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--root", str(tmp_path)],
+        check=True,
+        capture_output=True,
     )
     target = tmp_path / "crds" / "scaling.presage.sh_predictivescalers.yaml"
     target.write_text(target.read_text().replace("maxReplicas", "maxReplica"))
     result = subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli", "crds", "--check", "--root", str(tmp_path)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,

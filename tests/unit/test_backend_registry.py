@@ -19,7 +19,7 @@ from presage_scaler.api.types import BackendType, ForecastBackendSpec
 from presage_scaler.backends.registry import FACTORIES, build_backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backends.timesfm import TimesFMClient
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from tests.harness.local_http import Seen, seen, serving
 
 MODEL = {

@@ -19,8 +19,8 @@ from presage_scaler.backtest import progress, trace
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import load_prometheus
-from presage_scaler.cli import main
-from presage_scaler.prometheus import SampledSeries
+from presage_scaler.cli.main import main
+from presage_scaler.clients.prometheus import SampledSeries
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"
 POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")

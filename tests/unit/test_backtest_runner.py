@@ -1,5 +1,5 @@
 """presage in the backtest is production's evaluator on a simulated clock: causality, equivalence
-with :func:`presage_scaler.evaluator.evaluate`, and the whole comparison on a small trace."""
+with :func:`presage_scaler.engine.evaluator.evaluate`, and the whole comparison on a small trace."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.replay import CHUNK
 from presage_scaler.backtest.runner import Setup, plan, run_backtest, run_presage
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.calibration import MAX_RECORDS, CalibrationState
-from presage_scaler.evaluator import SignalSpec, evaluate
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import history_window
+from presage_scaler.clients.prometheus import history_window
+from presage_scaler.engine.calibration import MAX_RECORDS, CalibrationState
+from presage_scaler.engine.evaluator import SignalSpec, evaluate
+from presage_scaler.engine.policy import PolicyState
 
 STEP = timedelta(minutes=5)
 START = datetime(2026, 1, 5, tzinfo=UTC)  # a multiple of every resolution used here since the epoch

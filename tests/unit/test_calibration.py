@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from presage_scaler.backends.base import Forecast, ForecastRequest, Hindcast, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.calibration import (
+from presage_scaler.engine.calibration import (
     MAX_FORECASTS,
     MAX_RECORDS,
     MIN_SCORES,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import Condition, PredictiveScalerSpec
 from presage_scaler.controller.conditions import (
     CONSUMED,
@@ -18,7 +19,6 @@ from presage_scaler.controller.conditions import (
     unconsumed_warning_due,
 )
 from presage_scaler.controller.scaledobjects import ConsumerIndex, scalers_named
-from presage_scaler.reasons import Reason
 
 NS = "shop"
 PRESAGE = {"type": "external", "metadata": {"scalerAddress": "presage:9090", "predictiveScaler": "web"}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.store import RecommendationStore
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.store import RecommendationStore
 from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 
 

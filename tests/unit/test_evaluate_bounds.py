@@ -21,9 +21,9 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.evaluator import MAX_HISTORY_POINTS, Recommendation, SignalSpec, evaluate
-from presage_scaler.leadtime import HorizonError
-from presage_scaler.policy import PolicyState
+from presage_scaler.engine.evaluator import MAX_HISTORY_POINTS, Recommendation, SignalSpec, evaluate
+from presage_scaler.engine.leadtime import HorizonError
+from presage_scaler.engine.policy import PolicyState
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 PEAK_LIMIT = 256 * 2**20

@@ -7,9 +7,9 @@ import json
 
 from aiohttp import web
 
-from presage_scaler.kube.client import KubeClient, Resource
-from presage_scaler.kube.config import KubeConfig
-from presage_scaler.kube.informer import Informer
+from presage_scaler.clients.kube.client import KubeClient, Resource
+from presage_scaler.clients.kube.config import KubeConfig
+from presage_scaler.clients.kube.informer import Informer
 
 THINGS = Resource("example.com", "v1", "things", True, "Thing")
 

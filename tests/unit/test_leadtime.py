@@ -8,7 +8,13 @@ import pytest
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import ForecastSpec, LeadTimeSpec
-from presage_scaler.leadtime import MAX_FORECAST_STEPS, HorizonError, resolve_horizon, resolve_lead_time, steps_for
+from presage_scaler.engine.leadtime import (
+    MAX_FORECAST_STEPS,
+    HorizonError,
+    resolve_horizon,
+    resolve_lead_time,
+    steps_for,
+)
 
 OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
 M5 = timedelta(minutes=5)

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 import presage_scaler
 from presage_scaler.api.parse import parse
+from presage_scaler.api.reasons import FAILURES, Reason
 from presage_scaler.api.types import PredictiveScalerSpec, PrometheusQuery
 from presage_scaler.backends.base import (
     BackendError,
@@ -24,9 +25,12 @@ from presage_scaler.backends.base import (
     History,
     ModelIdentity,
 )
-from presage_scaler.evaluator import EvaluationError, Recommendation, SignalSpec, decide, signal_specs
-from presage_scaler.leadtime import HorizonError
-from presage_scaler.metrics import (
+from presage_scaler.clients.prometheus import NoData, PrometheusError
+from presage_scaler.engine.evaluator import EvaluationError, Recommendation, SignalSpec, decide, signal_specs
+from presage_scaler.engine.leadtime import HorizonError
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.shadow import ShadowSummary
+from presage_scaler.observability.metrics import (
     CONSTRAINT_LABELS,
     ERROR_REASONS,
     MAX_PROJECTED_OFFSETS,
@@ -35,11 +39,7 @@ from presage_scaler.metrics import (
     TimedSignalSource,
     projected_steps,
 )
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import NoData, PrometheusError
-from presage_scaler.reasons import FAILURES, Reason
-from presage_scaler.shadow import ShadowSummary
-from presage_scaler.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
 
 NS, NAME = "shop", "web"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from presage_scaler.api.parse import parse
 from presage_scaler.api.quantities import Amount
 from presage_scaler.api.types import PolicySpec
-from presage_scaler.policy import PolicyState, SignalInput, decide
+from presage_scaler.engine.policy import PolicyState, SignalInput, decide
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -256,7 +256,7 @@ def test_always_within_min_and_max(spec, s, current, state):
     assert spec.min_replicas <= decision.replicas <= spec.max_replicas
 
 
-# An oracle written from the API reference's words, not from presage_scaler.policy's helpers.
+# An oracle written from the API reference's words, not from presage_scaler.engine.policy's helpers.
 
 
 def _whole(value: float) -> int:

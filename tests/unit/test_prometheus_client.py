@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
-from presage_scaler.prometheus import (
+from presage_scaler.clients.prometheus import (
     MAX_POINTS_PER_REQUEST,
     InvalidValue,
     NoData,

@@ -1,4 +1,4 @@
-"""Rendering the KEDA ScaledObject for a PredictiveScaler (presage_scaler/scaledobject.py)."""
+"""Rendering the KEDA ScaledObject for a PredictiveScaler (presage_scaler/cli/scaledobject.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from presage_scaler.keda import SCALER_KEY
-from presage_scaler.scaledobject import (
+from presage_scaler.cli.scaledobject import (
     DEFAULT_SCALER_ADDRESS,
     ScaledObjectError,
     ScaledObjectOptions,
@@ -19,6 +18,7 @@ from presage_scaler.scaledobject import (
     render,
     to_yaml,
 )
+from presage_scaler.serving.keda import SCALER_KEY
 
 
 def scaler(

@@ -17,18 +17,18 @@ from presage_scaler.api.types import (
     ShadowStatus,
 )
 from presage_scaler.backends.base import Forecast, History, ModelIdentity
-from presage_scaler.evaluator import SignalData, SignalSpec, decide
-from presage_scaler.leadtime import LeadTime
-from presage_scaler.policy import PolicyState
-from presage_scaler.prometheus import history_window
-from presage_scaler.shadow import (
+from presage_scaler.clients.prometheus import history_window
+from presage_scaler.engine.evaluator import SignalData, SignalSpec, decide
+from presage_scaler.engine.leadtime import LeadTime
+from presage_scaler.engine.policy import PolicyState
+from presage_scaler.engine.shadow import (
     Prediction,
     ShadowLedger,
     over_provisioning,
     prediction_from,
     required_replicas,
 )
-from presage_scaler.timegrid import align_down
+from presage_scaler.series.timegrid import align_down
 
 MIN = timedelta(minutes=1)
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

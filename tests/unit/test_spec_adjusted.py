@@ -9,10 +9,16 @@ import pytest
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.controller.conditions import SPEC_ADJUSTED, spec_adjusted_condition
-from presage_scaler.leadtime import MAX_FORECAST_STEPS, Adjustment, resolve_horizon, resolve_lead_time, spec_adjustments
-from presage_scaler.reasons import Reason
+from presage_scaler.engine.leadtime import (
+    MAX_FORECAST_STEPS,
+    Adjustment,
+    resolve_horizon,
+    resolve_lead_time,
+    spec_adjustments,
+)
 
 OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
 

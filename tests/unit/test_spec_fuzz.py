@@ -24,9 +24,9 @@ from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backtest.config import Overrides, load_object, scaler_spec
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from presage_scaler.controller.scaler_objects import SpecCache, status_of, stored_recommendation
-from presage_scaler.evaluator import EvaluationError
+from presage_scaler.engine.evaluator import EvaluationError
 from tests.harness.hostile_specs import SCALER_BASES, backend_specs, scaler_specs
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -19,7 +19,7 @@ from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.cli import main
+from presage_scaler.cli.main import main
 from presage_scaler.tune.output import verdict
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay

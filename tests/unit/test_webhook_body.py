@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from presage_scaler.agones import MAX_BODY_BYTES, PATH
-from presage_scaler.http_server import HttpLimits
+from presage_scaler.serving.agones import MAX_BODY_BYTES, PATH
+from presage_scaler.serving.http_server import HttpLimits
 from tests.harness.agones import REVIEW, UID, webhook_in_memory
 
 CHUNK = 64 * 1024

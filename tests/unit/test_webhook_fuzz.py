@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from presage_scaler.agones import MAX_BODY_BYTES, MAX_NAME_CHARS, PATH
+from presage_scaler.serving.agones import MAX_BODY_BYTES, MAX_NAME_CHARS, PATH
 from tests.harness.agones import FULL, REVIEW, assert_documented_answer, webhook_in_memory
 from tests.harness.hostile_json import bodies, json_values
 

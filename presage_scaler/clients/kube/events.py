@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from presage_scaler.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
-from presage_scaler.store import RecommendationStore, StoredRecommendation
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The KEDA ScaledObject that hands a PredictiveScaler's workload to presage: pure rendering, no I/O.
 
-``presage scaledobject`` (:mod:`presage_scaler.scaledobject_command`) reads the PredictiveScaler
+``presage scaledobject`` (:mod:`presage_scaler.cli.scaledobject_command`) reads the PredictiveScaler
 from the cluster and prints what :func:`render` returns. Field names follow KEDA's ScaledObject
 specification (https://keda.sh/docs/latest/reference/scaledobject-spec/; the tests apply it under
 the CRDs of KEDA v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enableTLS`` in the
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.types import PredictiveScalerSpec, PredictiveScalerStatus
-from presage_scaler.keda import SCALER_KEY
+from presage_scaler.serving.keda import SCALER_KEY
 
 JSON = dict[str, Any]
 

@@ -14,15 +14,15 @@ import grpc
 from google.protobuf import message_factory
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from presage_scaler.keda import (
+from presage_scaler.proto_gen import externalscaler_pb2 as pb
+from presage_scaler.serving.keda import (
     ExternalScalerServicer,
     PresageScaler,
     RequestObserver,
     ScaledObjectTriggers,
     StalenessBound,
 )
-from presage_scaler.proto_gen import externalscaler_pb2 as pb
-from presage_scaler.store import RecommendationStore
+from presage_scaler.serving.store import RecommendationStore
 
 DEFAULT_PORT = 9090
 _SERVICE = pb.DESCRIPTOR.services_by_name["ExternalScaler"]

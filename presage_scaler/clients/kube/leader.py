@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from presage_scaler.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
-from presage_scaler.reasons import Reason
 
 
 class HorizonError(ValueError):

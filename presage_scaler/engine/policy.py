@@ -5,7 +5,7 @@ number is reported as ``breakdown.constraint``, ``""`` when the forecast alone d
 
 1. **Forecast → replicas, per signal.** demand = the target-quantile forecast of the signal's highest
    demand over its sizing window, from the next step up to lead time + interval (calibrated; see
-   :mod:`presage_scaler.evaluator` and :mod:`presage_scaler.calibration`) plus headroom
+   :mod:`presage_scaler.engine.evaluator` and :mod:`presage_scaler.engine.calibration`) plus headroom
    (absolute signal units, or a percentage of that forecast); replicas =
    ⌈demand / per-replica capacity⌉. The largest requirement binds (``bindingSignal``; the first
    signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both

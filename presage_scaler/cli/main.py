@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from presage_scaler import scaledobject_command
 from presage_scaler.api.generated import stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
+from presage_scaler.cli import scaledobject_command
 from presage_scaler.controller import command as run_command
 from presage_scaler.tune import command as tune_command
 

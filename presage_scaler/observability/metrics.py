@@ -27,13 +27,13 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from presage_scaler.api.quantities import plain_number
+from presage_scaler.api.reasons import FAILURES
 from presage_scaler.api.types import CONSTRAINTS, PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.evaluator import Recommendation, SignalSource, SignalSpec
-from presage_scaler.leadtime import steps_for
-from presage_scaler.reasons import FAILURES
-from presage_scaler.shadow import ShadowSummary
-from presage_scaler.store import RecommendationStore
+from presage_scaler.engine.evaluator import Recommendation, SignalSource, SignalSpec
+from presage_scaler.engine.leadtime import steps_for
+from presage_scaler.engine.shadow import ShadowSummary
+from presage_scaler.serving.store import RecommendationStore
 
 SCALER = ("namespace", "scaler")
 FORECAST_CONSTRAINT = "Forecast"

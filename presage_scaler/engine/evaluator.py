@@ -9,9 +9,9 @@ simulated clock and batched forecasts. Both run the same decision code.
 Sizing window: a scale-down takes effect at once, capacity added now arrives one lead time later,
 and the count then holds until the next evaluation's pods arrive one interval after that. So each
 signal is sized to its calibrated forecast of the highest demand from the next step up to lead time
-plus interval (:func:`sizing_window`, :mod:`presage_scaler.calibration`), at targetQuantile (the
+plus interval (:func:`sizing_window`, :mod:`presage_scaler.engine.calibration`), at targetQuantile (the
 size) and scaleDownQuantile (the uncertainty guard's lower value). The horizon requested is never
-shorter than the window (:func:`presage_scaler.leadtime.resolve_horizon`), so ``forecast.horizon``
+shorter than the window (:func:`presage_scaler.engine.leadtime.resolve_horizon`), so ``forecast.horizon``
 never changes what is sized; only a backend's ``maxHorizon`` below the window cuts the backend's
 forecast, not the window: the forecast's maximum is read over the steps it covers, and calibration, which scores
 past forecasts against the whole window, accounts for the rest. ``lastForecast`` still reports the
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import (
     CapacitySpec,
     LastForecast,
@@ -37,18 +38,17 @@ from presage_scaler.api.types import (
     SignalStatus,
 )
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.calibration import (
+from presage_scaler.engine.calibration import (
     CalibrationState,
     SignalForecasts,
     WindowForecast,
     calibrate,
     hindcast_request,
 )
-from presage_scaler.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
-from presage_scaler.policy import Decision, PolicyState, SignalInput
-from presage_scaler.policy import decide as policy_decide
-from presage_scaler.reasons import Reason
-from presage_scaler.timegrid import align_down
+from presage_scaler.engine.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
+from presage_scaler.engine.policy import Decision, PolicyState, SignalInput
+from presage_scaler.engine.policy import decide as policy_decide
+from presage_scaler.series.timegrid import align_down
 
 
 class EvaluationError(Exception):
@@ -214,7 +214,7 @@ def forecast_requests(
     spec: PredictiveScalerSpec, data: Sequence[SignalData], lead: timedelta, max_horizon: int | None
 ) -> list[ForecastRequest]:
     """One request per signal: horizon from the lead time at that signal's resolution, and the
-    hindcasts that calibrate its sizing window (:mod:`presage_scaler.calibration`)."""
+    hindcasts that calibrate its sizing window (:mod:`presage_scaler.engine.calibration`)."""
     levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile}))
     return [
         ForecastRequest(
@@ -258,7 +258,7 @@ def size(
     now: datetime,
     calibration: CalibrationState | None = None,
 ) -> Sizing:
-    """Calibrate every signal's sizing window (:mod:`presage_scaler.calibration`). ``calibration`` is
+    """Calibrate every signal's sizing window (:mod:`presage_scaler.engine.calibration`). ``calibration`` is
     the previous evaluation's ``Recommendation.calibration``."""
     levels = (spec.policy.target_quantile, spec.policy.scale_down_quantile)
     recorded = calibration or CalibrationState()

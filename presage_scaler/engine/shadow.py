@@ -40,9 +40,9 @@ from presage_scaler.api.types import (
     ShadowPrediction,
     ShadowStatus,
 )
-from presage_scaler.evaluator import Recommendation, SignalData
-from presage_scaler.leadtime import steps_for
-from presage_scaler.timegrid import align_down
+from presage_scaler.engine.evaluator import Recommendation, SignalData
+from presage_scaler.engine.leadtime import steps_for
+from presage_scaler.series.timegrid import align_down
 
 BUCKET = timedelta(hours=1)
 # Demand is a float; 3.0000000001 replicas' worth is still 3 replicas (as in the policy).

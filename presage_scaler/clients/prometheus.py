@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Any, Self
 import aiohttp
 import numpy as np
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import History
-from presage_scaler.httppool import MAX_CONNECTIONS
-from presage_scaler.reasons import Reason
-from presage_scaler.timegrid import align_down
+from presage_scaler.clients.httppool import MAX_CONNECTIONS
+from presage_scaler.series.timegrid import align_down
 
 if TYPE_CHECKING:
     from presage_scaler.api.types import PrometheusQuery

@@ -5,7 +5,7 @@ GKE, AKS), auth providers, inline ``*-data``, ``KUBECONFIG`` lists merged in ord
 in-cluster service account. They also own expiry: their refresh hook re-runs an exec plugin whose
 token has expired and re-reads the rotating service-account token, and :meth:`KubeConfig.authorization`
 calls it before every request. Only the credentials come from there; requests stay on presage's
-aiohttp client (:mod:`presage_scaler.kube.client`), a seventh of the CPU per request of the
+aiohttp client (:mod:`presage_scaler.clients.kube.client`), a seventh of the CPU per request of the
 package's own client (docs/controller.md). Inline certificates are written to temp files by the
 package, which removes them when the process exits.
 """

@@ -52,7 +52,7 @@ import numpy as np
 
 from presage_scaler.api.types import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
 from presage_scaler.backends.base import Forecast, HindcastRequest, History
-from presage_scaler.rolling import window_maxima, window_sums
+from presage_scaler.series.rolling import window_maxima, window_sums
 
 SPAN = timedelta(days=1)
 """How far back the errors that calibrate a forecast reach."""

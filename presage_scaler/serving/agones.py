@@ -27,13 +27,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from presage_scaler.api.types import AgonesFleetTarget
-from presage_scaler.store import RecommendationStore, StoredRecommendation
+from presage_scaler.serving.store import RecommendationStore, StoredRecommendation
 
 PATH = "/agones/v1/scale"
 DEFAULT_MAX_AGE: timedelta = AgonesFleetTarget().max_recommendation_age
 """``scaleTargetRef.agones.maxRecommendationAge`` when the scaler has no ``agones`` block (the API default)."""
 MAX_BODY_BYTES = 1 << 20
-"""The largest body the webhook reads (``presage_scaler.http_server`` stops reading there); a review is ~1 KiB."""
+"""The largest body the webhook reads (:mod:`~presage_scaler.serving.http_server` stops there); a review is ~1 KiB."""
 MAX_NAME_CHARS = 253
 """The longest Kubernetes name (a DNS subdomain); also bounds the uid, and so what refusals echo."""
 _STATUS_COUNTS = ("replicas", "readyReplicas", "reservedReplicas", "allocatedReplicas")

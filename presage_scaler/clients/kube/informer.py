@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from presage_scaler.kube.client import JSON, ApiError, Gone, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, Gone, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 

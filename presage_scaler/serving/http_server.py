@@ -7,7 +7,7 @@ FleetAutoscaler's ``caBundle`` verifies; uvicorn reads them once, at start.
 * ``GET /healthz``: 200 whenever the event loop answers (liveness).
 * ``GET /readyz``: 200 once the ``ready`` callable says so, else 503 with its reason.
 * ``GET /metrics``: Prometheus exposition of :class:`ScalerMetrics`' registry.
-* ``POST /agones/v1/scale``: :mod:`presage_scaler.agones`, answered from the store alone.
+* ``POST /agones/v1/scale``: :mod:`presage_scaler.serving.agones`, answered from the store alone.
 
 No client can make the server hold memory or connections without bound (:class:`HttpLimits`):
 
@@ -48,9 +48,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from presage_scaler import agones
-from presage_scaler.metrics import ScalerMetrics
-from presage_scaler.store import RecommendationStore
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving import agones
+from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class HttpLimits:
 
 
 async def _read_body(request: Request, limits: HttpLimits) -> bytes:
-    """The request body, or a :class:`~presage_scaler.agones.WebhookError` as soon as it is known to
+    """The request body, or a :class:`~presage_scaler.serving.agones.WebhookError` as soon as it is known to
     be too large (from its Content-Length, else from the bytes counted so far), malformed or slow."""
     limit = limits.max_body_bytes
     declared = request.headers.get("content-length")

@@ -1,15 +1,15 @@
-"""Signal data from Prometheus: the production :class:`~presage_scaler.evaluator.SignalSource`."""
+"""Signal data from Prometheus: the production :class:`~presage_scaler.engine.evaluator.SignalSource`."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
-from presage_scaler.evaluator import EvaluationError, SignalSpec
-from presage_scaler.prometheus import PrometheusClient, PrometheusClientPool, history_window
-from presage_scaler.reasons import Reason
+from presage_scaler.clients.prometheus import PrometheusClient, PrometheusClientPool, history_window
+from presage_scaler.engine.evaluator import EvaluationError, SignalSpec
 
 TokenResolver = Callable[[SecretKeyRef], Awaitable[str]]
 """Reads a bearer token Secret (in the scaler's own namespace; the controller enforces that)."""

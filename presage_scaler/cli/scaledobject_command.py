@@ -6,10 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
-from presage_scaler.kube import config as kube_config
-from presage_scaler.kube.client import JSON, ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
-from presage_scaler.scaledobject import (
+from presage_scaler.cli.scaledobject import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_SCALER_ADDRESS,
     ScaledObjectError,
@@ -18,6 +15,9 @@ from presage_scaler.scaledobject import (
     to_yaml,
     validate_options,
 )
+from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube.client import JSON, ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
 
 PROG = "presage scaledobject"
 

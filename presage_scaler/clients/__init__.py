@@ -1,0 +1,1 @@
+"""Clients of what presage reads: the Kubernetes API (``kube``) and Prometheus, on one aiohttp stack."""

@@ -1,0 +1,1 @@
+"""The scaler's Prometheus metric families. Imports no domain code: the controller records into them."""
