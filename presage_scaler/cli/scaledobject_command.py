@@ -16,14 +16,10 @@ from presage_scaler.cli.scaledobject import (
     validate_options,
 )
 from presage_scaler.clients.kube import config as kube_config
-from presage_scaler.clients.kube.client import JSON, ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.clients.kube.client import JSON, KubeClient
+from presage_scaler.controller.live import CommandError, read_scaler
 
 PROG = "presage scaledobject"
-
-
-class CommandError(Exception):
-    """A failure to report in one line and exit 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,25 +80,6 @@ def options_from(args: argparse.Namespace) -> ScaledObjectOptions:
         tls_secret=args.tls_secret,
         tls_client_cert=args.tls_client_cert,
     )
-
-
-async def read_scaler(client: KubeClient, namespace: str, name: str) -> JSON:
-    """The PredictiveScaler, or a :class:`CommandError` that says what to check."""
-    where = f"PredictiveScaler {name!r} in namespace {namespace!r}"
-    try:
-        return await client.get(PREDICTIVE_SCALERS, namespace, name)
-    except NotFound as exc:
-        if f'"{name}"' in exc.message:
-            raise CommandError(f"no {where} (kubectl get predictivescalers -n {namespace}): {exc.message}") from None
-        raise CommandError(
-            f"the API server does not serve PredictiveScalers ({exc.message}); install presage's CRDs (crds/)"
-        ) from None
-    except Forbidden as exc:
-        raise CommandError(f"not allowed to read {where}: {exc.message}") from None
-    except ApiUnavailable as exc:
-        raise CommandError(f"cannot reach the API server: {exc.message}") from None
-    except ApiError as exc:
-        raise CommandError(f"reading {where}: {exc}") from None
 
 
 async def _fetch(args: argparse.Namespace) -> JSON:

@@ -34,6 +34,7 @@ from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_http
 from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
+from presage_scaler.serving.store_metrics import served_metrics
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
     namespaces = list(options.namespaces) or None
     async with KubeClient(config) as client, forecaster_session() as forecaster_http:
         store = RecommendationStore()
-        metrics = ScalerMetrics(store=store)
+        metrics = served_metrics(ScalerMetrics(), store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
         elector: LeaderElector | None = None
 

@@ -38,6 +38,7 @@ from presage_scaler.controller.conditions import (
     spec_adjusted_condition,
     unconsumed_warning_due,
 )
+from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
 from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, status_of, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_writer import StatusWriter
@@ -48,7 +49,7 @@ from presage_scaler.engine.leadtime import HorizonError, spec_adjustments
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.engine.signals import PrometheusSignalSource
-from presage_scaler.observability.metrics import ScalerMetrics, TimedBackend, TimedSignalSource
+from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 
@@ -190,8 +191,8 @@ class ScalerReconciler:
             ledger = ShadowLedger.from_status(status.shadow)
             ledger.observe(recommendation, spec.policy)
             shadow = ledger.status_patch()
-            self._metrics.observe_evaluation(namespace, name, recommendation, current, duration)
-            self._metrics.observe_shadow(namespace, name, ledger.summary())
+            record_evaluation(self._metrics, namespace, name, recommendation, current, duration)
+            record_shadow(self._metrics, namespace, name, ledger.summary())
             adjustments = spec_adjustments(spec, recommendation.lead_time, backend.max_horizon)
             conditions.append(spec_adjusted_condition(adjustments))
             log.info(

@@ -8,32 +8,21 @@ set declared here. Nothing taken from a request (a Fleet name, a ScaledObject) b
 label.
 
 Per-evaluation gauges are set by the leader and replaced as a whole on every evaluation, so a
-signal or constraint that stopped applying disappears instead of lingering. Recommendation age is
-computed from the store at scrape time, on every replica: each replica answers KEDA and Agones
-from its own store, so its own age is the one that matters.
+signal or constraint that stopped applying disappears instead of lingering.
+
+This module declares the families and imports no domain code: the controller records evaluations
+into them (:mod:`presage_scaler.controller.instruments`), and serving adds the scrape-time families
+of the recommendation store it serves from (:mod:`presage_scaler.serving.store_metrics`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
-from functools import partial
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
-from prometheus_client.registry import Collector
 
-from presage_scaler.api.quantities import plain_number
 from presage_scaler.api.reasons import FAILURES
-from presage_scaler.api.types import CONSTRAINTS, PrometheusQuery
-from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.engine.evaluator import Recommendation, SignalSource, SignalSpec
-from presage_scaler.engine.leadtime import steps_for
-from presage_scaler.engine.shadow import ShadowSummary
-from presage_scaler.serving.store import RecommendationStore
+from presage_scaler.api.types import CONSTRAINTS
 
 SCALER = ("namespace", "scaler")
 FORECAST_CONSTRAINT = "Forecast"
@@ -44,7 +33,8 @@ ERROR_REASONS: frozenset[str] = frozenset(FAILURES)
 OTHER_REASON = "Other"
 MAX_PROJECTED_OFFSETS = 64
 """The most forecast offsets ``presage_forecast_projected`` exports per scaler (see
-:func:`projected_steps`): a horizon may be up to 20,000 steps, each a series per quantile."""
+:func:`presage_scaler.controller.instruments.projected_steps`): a horizon may be up to 20,000
+steps, each a series per quantile."""
 POINT_QUANTILE = "point"
 """The ``quantile`` label value of the point forecast in ``presage_forecast_projected``."""
 Outcome = Literal["success", "error"]
@@ -59,24 +49,10 @@ Key = tuple[str, str]
 Series = tuple[Gauge | Counter | Histogram, tuple[str, ...]]
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class ScalerMetrics:
-    """Every metric family of the scaler, and the calls that update them.
+    """Every metric family of the scaler, and the calls that update them."""
 
-    ``store`` (optional) adds the scrape-time families computed from the recommendation store:
-    ``presage_recommendation_age_seconds`` and ``presage_scaler_info``.
-    """
-
-    def __init__(
-        self,
-        registry: CollectorRegistry | None = None,
-        *,
-        store: RecommendationStore | None = None,
-        clock: Callable[[], datetime] = _utcnow,
-    ) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
 
@@ -196,73 +172,15 @@ class ScalerMetrics:
             buckets=_REQUEST_BUCKETS,
             registry=r,
         )
-        if store is not None:
-            r.register(StoreCollector(store, clock))
         self._series: dict[Key, dict[str, set[Series]]] = {}
 
     # --- per scaler ----------------------------------------------------------------------------
-
-    def observe_evaluation(
-        self, namespace: str, name: str, recommendation: Recommendation, current_replicas: int, duration_s: float
-    ) -> None:
-        """Record one successful evaluation; replaces every per-evaluation gauge of the scaler."""
-        rec = recommendation
-        values: dict[Series, float] = {}
-
-        def put(metric: Gauge, value: float, *labels: str) -> None:
-            values[(metric, (namespace, name, *labels))] = float(value)
-
-        put(self.recommended, rec.replicas)
-        put(self.predictive, rec.breakdown.predictive)
-        if rec.breakdown.reactive is not None:
-            put(self.reactive, rec.breakdown.reactive)
-        put(self.current, current_replicas)
-        put(self.lead_time, rec.lead_time.value.total_seconds())
-        binding = rec.breakdown.binding_signal or ""
-        put(self.forecast_point, rec.last_forecast.point, binding)
-        for quantile, value in (rec.last_forecast.quantiles or {}).items():
-            put(self.forecast_quantile, value, binding, quantile)
-        for offset, quantile, value in projected_curve(rec):
-            put(self.forecast_projected, value, binding, offset, quantile)
-        for signal in rec.signal_statuses:
-            put(self.signal_observed, signal.observed, signal.name)
-            put(self.signal_forecast, signal.forecast, signal.name)
-            if signal.sized_to is not None:
-                put(self.signal_sized_to, signal.sized_to, signal.name)
-            put(self.signal_replicas, signal.replicas, signal.name)
-            put(self.signal_gap_steps, signal.gap_steps or 0, signal.name)
-            put(self.binding_signal, signal.name == binding, signal.name)
-        for data in rec.data:
-            put(self.signal_capacity, data.capacity, data.spec.name)
-        constraint = rec.breakdown.constraint or FORECAST_CONSTRAINT
-        for label in CONSTRAINT_LABELS:
-            put(self.binding_constraint, label == constraint, label)
-        self._replace((namespace, name), "evaluation", values)
-        self.evaluation_duration.labels(namespace, name).observe(duration_s)
-        self._track((namespace, name), self.evaluation_duration, (namespace, name))
 
     def observe_error(self, namespace: str, name: str, reason: str) -> None:
         """Count a failed evaluation; reasons outside :data:`ERROR_REASONS` count as ``Other``."""
         labels = (namespace, name, reason if reason in ERROR_REASONS else OTHER_REASON)
         self.evaluation_errors.labels(*labels).inc()
-        self._track((namespace, name), self.evaluation_errors, labels)
-
-    def observe_shadow(self, namespace: str, name: str, summary: ShadowSummary) -> None:
-        """Publish the scaler's shadow summary (the same numbers as ``.status.shadow``)."""
-        values: dict[Series, float] = {}
-        values[(self.shadow_samples, (namespace, name))] = summary.samples
-        values[(self.shadow_pending, (namespace, name))] = summary.pending
-        for policy, coverage, over in (
-            ("presage", summary.coverage, summary.over_provisioning),
-            ("reactive", summary.reactive_coverage, summary.reactive_over_provisioning),
-        ):
-            if coverage is not None:
-                values[(self.shadow_coverage, (namespace, name, policy))] = coverage
-            if over is not None:
-                values[(self.shadow_over_provisioning, (namespace, name, policy))] = over
-        if summary.quantile_coverage is not None:
-            values[(self.shadow_quantile_coverage, (namespace, name))] = summary.quantile_coverage
-        self._replace((namespace, name), "shadow", values)
+        self.track((namespace, name), self.evaluation_errors, labels)
 
     def forget(self, namespace: str, name: str) -> None:
         """Remove every series of a scaler (deleted, or no longer evaluated here)."""
@@ -275,7 +193,8 @@ class ScalerMetrics:
         for namespace, name in list(self._series):
             self.forget(namespace, name)
 
-    def _replace(self, key: Key, group: str, values: dict[Series, float]) -> None:
+    def replace(self, key: Key, group: str, values: dict[Series, float]) -> None:
+        """Set the scaler's series of ``group`` to ``values``, removing those of the group not in it."""
         groups = self._series.setdefault(key, {})
         for metric, labels in groups.get(group, set()) - values.keys():
             metric.remove(*labels)
@@ -283,7 +202,8 @@ class ScalerMetrics:
             metric.labels(*labels).set(value)  # type: ignore[union-attr]
         groups[group] = set(values)
 
-    def _track(self, key: Key, metric: Counter | Histogram, labels: tuple[str, ...]) -> None:
+    def track(self, key: Key, metric: Counter | Histogram, labels: tuple[str, ...]) -> None:
+        """Remember a cumulative series of the scaler, so :meth:`forget` removes it."""
         self._series.setdefault(key, {}).setdefault("cumulative", set()).add((metric, labels))
 
     # --- process wide -------------------------------------------------------------------------
@@ -304,120 +224,3 @@ class ScalerMetrics:
     def observe_webhook_request(self, status: int, seconds: float) -> None:
         self.webhook_requests.labels(str(status)).inc()
         self.webhook_duration.observe(seconds)
-
-
-def projected_steps(horizon: int, lead_step: int, limit: int = MAX_PROJECTED_OFFSETS) -> list[int]:
-    """The 0-based forecast steps the projected curve exports, in order.
-
-    Every step when the horizon has at most ``limit``; otherwise ``limit - 1`` evenly spaced steps
-    from the first to the last (step ``k * (horizon - 1) // (limit - 2)`` for each ``k``), plus
-    ``lead_step``, the step the recommendation provisions for. Spaced at least one step apart, those
-    are distinct, so at most ``limit`` steps.
-    """
-    if horizon <= limit:
-        return list(range(horizon))
-    spaced = {k * (horizon - 1) // (limit - 2) for k in range(limit - 1)}
-    return sorted(spaced | {min(lead_step, horizon - 1)})
-
-
-def projected_curve(rec: Recommendation) -> Iterator[tuple[str, str, float]]:
-    """``(offset_seconds, quantile, value)`` of the binding signal's whole forecast, at
-    :func:`projected_steps`: step ``k`` is ``(k + 1)`` resolutions after the last observed step.
-
-    The decision reads only the sizing window; the rest of the horizon is exported for dashboards.
-    """
-    index = next(i for i, d in enumerate(rec.data) if d.spec.name == rec.decision.binding_signal)
-    forecast, step = rec.forecasts[index], rec.data[index].spec.resolution
-    levels = {POINT_QUANTILE: forecast.point} | {f"{q:g}": forecast.quantiles[q] for q in sorted(forecast.quantiles)}
-    lead_step = steps_for(rec.lead_time.value, step) - 1
-    for k in projected_steps(len(forecast.point), lead_step):
-        offset = plain_number(((k + 1) * step).total_seconds())
-        for quantile, values in levels.items():
-            yield offset, quantile, float(values[k])
-
-
-class StoreCollector(Collector):
-    """Scrape-time families from the recommendation store: nothing to keep fresh, nothing to go stale."""
-
-    def __init__(self, store: RecommendationStore, clock: Callable[[], datetime]) -> None:
-        self.store = store
-        self.clock = clock
-
-    def describe(self) -> list[Metric]:
-        return list(self._families())
-
-    def collect(self) -> Iterator[Metric]:
-        return self._families(self.clock())
-
-    def _families(self, now: datetime | None = None) -> Iterator[Metric]:
-        age = GaugeMetricFamily(
-            "presage_recommendation_age_seconds",
-            "Age of the recommendation this replica serves to KEDA and Agones.",
-            labels=SCALER,
-        )
-        info = InfoMetricFamily("presage_scaler", "The PredictiveScaler's mode and target.", labels=SCALER)
-        if now is not None:
-            for rec in self.store.items():
-                age.add_metric([rec.namespace, rec.name], rec.age(now).total_seconds())
-                info.add_metric(
-                    [rec.namespace, rec.name],
-                    {"mode": rec.mode, "target_kind": rec.target.kind, "target_name": rec.target.name},
-                )
-        yield age
-        yield info
-
-
-# --- instrumented edges -------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _timed(record: Callable[[float, Outcome], None]) -> Iterator[None]:
-    """Time the block and pass its seconds and outcome (``error`` when it raised) to ``record``."""
-    started = time.perf_counter()
-    outcome: Outcome = "error"
-    try:
-        yield
-        outcome = "success"
-    finally:
-        record(time.perf_counter() - started, outcome)
-
-
-class TimedBackend:
-    """A :class:`Backend` whose forecast calls are timed into ``presage_forecast_request_duration_seconds``."""
-
-    def __init__(self, backend: Backend, name: str, metrics: ScalerMetrics) -> None:
-        self._backend = backend
-        self._name = name
-        self._metrics = metrics
-
-    @property
-    def identity(self) -> ModelIdentity:
-        return self._backend.identity
-
-    @property
-    def max_context(self) -> int | None:
-        return self._backend.max_context
-
-    @property
-    def max_horizon(self) -> int | None:
-        return self._backend.max_horizon
-
-    async def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
-        with _timed(partial(self._metrics.observe_backend_call, self._name)):
-            return await self._backend.forecast(requests)
-
-
-class TimedSignalSource:
-    """A :class:`SignalSource` whose queries are timed into ``presage_prometheus_request_duration_seconds``."""
-
-    def __init__(self, source: SignalSource, metrics: ScalerMetrics) -> None:
-        self._source = source
-        self._metrics = metrics
-
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
-        with _timed(partial(self._metrics.observe_prometheus_call, "range")):
-            return await self._source.range(signal, now, max_points)
-
-    async def instant(self, query: PrometheusQuery, now: datetime) -> float:
-        with _timed(partial(self._metrics.observe_prometheus_call, "instant")):
-            return await self._source.instant(query, now)

@@ -25,6 +25,7 @@ from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.agones import MAX_BODY_BYTES, PATH
 from presage_scaler.serving.http_server import HttpLimits, HttpServer, TLSFiles, serve_http
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.store_metrics import served_metrics
 from tests.harness.agones import NS, REVIEW, UID
 from tests.harness.certs import Pem, issue
 
@@ -91,7 +92,7 @@ class Running:
 @pytest.fixture
 async def h() -> AsyncIterator[Running]:
     store, clock, readiness = RecommendationStore(), Clock(), [False]
-    metrics = ScalerMetrics(store=store, clock=clock)
+    metrics = served_metrics(ScalerMetrics(), store, clock)
     server = await serve_http(
         store, metrics, host="127.0.0.1", port=0, ready=lambda: readiness[0], now=clock, grace=1.0
     )

@@ -13,6 +13,7 @@ import grpc
 import httpx
 import pytest
 
+from presage_scaler.controller.instruments import record_evaluation, record_shadow
 from presage_scaler.engine.shadow import Prediction, ShadowLedger
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
@@ -21,6 +22,7 @@ from presage_scaler.serving.grpc_server import serve
 from presage_scaler.serving.http_server import serve_http
 from presage_scaler.serving.keda import StaticScaledObjectTriggers, metric_name
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.store_metrics import served_metrics
 from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 from tests.harness.evaluation import SPEC, evaluate
 from tests.harness.fixtures_prometheus import PrometheusFactory
@@ -34,14 +36,14 @@ async def _populate(store: RecommendationStore, metrics: ScalerMetrics) -> int:
     """One evaluation, its shadow summary, an error and dependency calls; returns the recommendation."""
     now = datetime.now(UTC)
     rec = evaluate(100.0, 4.0, now=now)
-    metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.3)
+    record_evaluation(metrics, NS, NAME, rec, current_replicas=10, duration_s=0.3)
     ledger = ShadowLedger()
     # Needs 10, reactive had 9; of its two 3-minute windows rps (100) was forecast at 150, covered,
     # and cpu (4) at 3, missed: quantile coverage 0.5.
     prediction = Prediction(now - timedelta(minutes=5), 12, 9, rec.lead_time.value, (150.0, 3.0), timedelta(minutes=3))
     ledger.record(prediction)
     ledger.settle(rec.data, now)
-    metrics.observe_shadow(NS, NAME, ledger.summary())
+    record_shadow(metrics, NS, NAME, ledger.summary())
     metrics.observe_error(NS, NAME, "NoData")
     metrics.observe_backend_call("default", 0.2, "success")
     metrics.observe_prometheus_call("range", 0.01, "success")
@@ -68,7 +70,7 @@ async def _query(client: httpx.AsyncClient, promql: str) -> list[dict]:
 
 async def test_prometheus_ingests_every_series_the_dashboard_uses(prometheus_factory: PrometheusFactory) -> None:
     store = RecommendationStore()
-    metrics = ScalerMetrics(store=store)
+    metrics = served_metrics(ScalerMetrics(), store)
     recommended = await _populate(store, metrics)
     keda = await serve(
         store, StaticScaledObjectTriggers(), host="127.0.0.1", port=0, observe=metrics.observe_grpc_request

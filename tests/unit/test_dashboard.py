@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
+from presage_scaler.serving.store_metrics import served_metrics
 from tests.harness.dashboard import dashboard, expressions, metric_names, panels_of
 
 
@@ -35,7 +36,7 @@ def test_the_tokenizer(expr: str, names: set[str]) -> None:
 
 def exported() -> dict[str, str]:
     """Every series name the scaler can export (histogram and counter suffixes included) → its family."""
-    metrics = ScalerMetrics(CollectorRegistry(), store=RecommendationStore())
+    metrics = served_metrics(ScalerMetrics(CollectorRegistry()), RecommendationStore())
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
     return {
         family.name + suffix: family.name

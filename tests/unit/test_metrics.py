@@ -26,20 +26,20 @@ from presage_scaler.backends.base import (
     ModelIdentity,
 )
 from presage_scaler.clients.prometheus import NoData, PrometheusError
+from presage_scaler.controller.instruments import (
+    TimedBackend,
+    TimedSignalSource,
+    projected_steps,
+    record_evaluation,
+    record_shadow,
+)
 from presage_scaler.engine.evaluator import EvaluationError, Recommendation, SignalSpec, decide, signal_specs
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowSummary
-from presage_scaler.observability.metrics import (
-    CONSTRAINT_LABELS,
-    ERROR_REASONS,
-    MAX_PROJECTED_OFFSETS,
-    ScalerMetrics,
-    TimedBackend,
-    TimedSignalSource,
-    projected_steps,
-)
+from presage_scaler.observability.metrics import CONSTRAINT_LABELS, ERROR_REASONS, MAX_PROJECTED_OFFSETS, ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
+from presage_scaler.serving.store_metrics import served_metrics
 from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
 
 NS, NAME = "shop", "web"
@@ -64,7 +64,7 @@ def series_of(m: ScalerMetrics, name: str) -> list[dict[str, str]]:
 
 def test_evaluation_gauges(metrics: ScalerMetrics) -> None:
     rec = evaluate(rps=100.0, cpu=4.0)  # rps binds: ⌈110 × 1.1 / 10⌉ = 13 replicas
-    metrics.observe_evaluation(NS, NAME, rec, current_replicas=10, duration_s=0.42)
+    record_evaluation(metrics, NS, NAME, rec, current_replicas=10, duration_s=0.42)
     assert rec.breakdown.binding_signal == "rps"
     assert value(metrics, "presage_recommended_replicas", **scaler()) == rec.replicas
     assert value(metrics, "presage_predictive_replicas", **scaler()) == 13
@@ -106,12 +106,12 @@ def test_status_explains_the_number(rps: float, cpu: float) -> None:
 
 def test_binding_constraint_is_one_hot(metrics: ScalerMetrics) -> None:
     rec = evaluate(rps=100.0, cpu=4.0, current=10)
-    metrics.observe_evaluation(NS, NAME, rec, 10, 0.1)
+    record_evaluation(metrics, NS, NAME, rec, 10, 0.1)
     constraint = rec.breakdown.constraint or "Forecast"
     values = {c: value(metrics, "presage_binding_constraint", **scaler(constraint=c)) for c in CONSTRAINT_LABELS}
     assert values == {c: float(c == constraint) for c in CONSTRAINT_LABELS}
     # A scale-up beyond maxScaleUpRate from 2 replicas is capped.
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0, current=2), 2, 0.1)
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0, current=2), 2, 0.1)
     assert value(metrics, "presage_binding_constraint", **scaler(constraint="MaxScaleUpRate")) == 1
     assert (
         sum(value(metrics, "presage_binding_constraint", **scaler(constraint=c)) or 0 for c in CONSTRAINT_LABELS) == 1
@@ -119,8 +119,8 @@ def test_binding_constraint_is_one_hot(metrics: ScalerMetrics) -> None:
 
 
 def test_a_signal_that_stops_binding_loses_its_forecast_series(metrics: ScalerMetrics) -> None:
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=10.0, cpu=40.0), 10, 0.1)  # cpu binds now
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    record_evaluation(metrics, NS, NAME, evaluate(rps=10.0, cpu=40.0), 10, 0.1)  # cpu binds now
     assert {s["signal"] for s in series_of(metrics, "presage_forecast_point")} == {"cpu"}
     assert {s["signal"] for s in series_of(metrics, "presage_forecast_quantile")} == {"cpu"}
     assert {s["signal"] for s in series_of(metrics, "presage_forecast_projected")} == {"cpu"}
@@ -151,7 +151,7 @@ def ramp(steps: int) -> Forecast:
 
 
 def test_a_short_horizon_is_projected_whole(metrics: ScalerMetrics) -> None:
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)  # ten 1m steps, rps binds
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)  # ten 1m steps, rps binds
     curve = projected(metrics)
     assert {offset for _, offset, _ in curve} == {60 * k for k in range(1, 11)}
     assert {(signal, quantile) for signal, _, quantile in curve} == {("rps", "point"), ("rps", "0.5"), ("rps", "0.9")}
@@ -164,7 +164,7 @@ def test_a_long_horizon_is_thinned_keeping_the_lead_time_and_the_last_step(metri
     forecast = ramp(1000)
     rec = with_rps_forecast(forecast)
     assert rec.breakdown.binding_signal == "rps"
-    metrics.observe_evaluation(NS, NAME, rec, 10, 0.1)
+    record_evaluation(metrics, NS, NAME, rec, 10, 0.1)
     curve = projected(metrics)
     offsets = sorted({offset for _, offset, _ in curve})
     assert len(offsets) == MAX_PROJECTED_OFFSETS
@@ -181,8 +181,8 @@ def test_a_long_horizon_is_thinned_keeping_the_lead_time_and_the_last_step(metri
 
 
 def test_a_shorter_horizon_removes_the_offsets_beyond_it_and_forget_removes_the_rest(metrics: ScalerMetrics) -> None:
-    metrics.observe_evaluation(NS, NAME, with_rps_forecast(ramp(1000)), 10, 0.1)
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    record_evaluation(metrics, NS, NAME, with_rps_forecast(ramp(1000)), 10, 0.1)
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
     curve = projected(metrics)
     assert {offset for _, offset, _ in curve} == {60 * k for k in range(1, 11)}
     assert sorted(curve.values()) == pytest.approx([90.0] * 10 + [100.0] * 10 + [110.0] * 10)
@@ -203,11 +203,11 @@ def test_projected_steps_are_bounded_and_keep_the_lead_time_and_the_last_step(ho
 
 
 def test_reactive_gauge_is_absent_when_the_floor_is_disabled(metrics: ScalerMetrics) -> None:
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
     wire = SPEC.to_wire()
     wire["policy"]["reactiveFloor"] = {"enabled": False}
     no_floor = parse(PredictiveScalerSpec, wire)
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0, spec=no_floor), 10, 0.1)
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0, spec=no_floor), 10, 0.1)
     assert series_of(metrics, "presage_reactive_replicas") == []
 
 
@@ -256,7 +256,7 @@ def test_shadow_summary(metrics: ScalerMetrics) -> None:
         last_scored_time=NOW,
         quantile_coverage=0.88,
     )
-    metrics.observe_shadow(NS, NAME, summary)
+    record_shadow(metrics, NS, NAME, summary)
     assert value(metrics, "presage_shadow_quantile_coverage_ratio", **scaler()) == 0.88
     assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="presage")) == 0.99
     assert value(metrics, "presage_shadow_coverage_ratio", **scaler(policy="reactive")) == 0.9
@@ -265,7 +265,7 @@ def test_shadow_summary(metrics: ScalerMetrics) -> None:
     assert value(metrics, "presage_shadow_scored_predictions", **scaler()) == 120
     assert value(metrics, "presage_shadow_pending_predictions", **scaler()) == 3
     empty = ShadowSummary(0, 1, None, None, None, None, None, None)
-    metrics.observe_shadow(NS, NAME, empty)
+    record_shadow(metrics, NS, NAME, empty)
     assert series_of(metrics, "presage_shadow_coverage_ratio") == []
     assert series_of(metrics, "presage_shadow_quantile_coverage_ratio") == []
     assert value(metrics, "presage_shadow_pending_predictions", **scaler()) == 1
@@ -273,9 +273,9 @@ def test_shadow_summary(metrics: ScalerMetrics) -> None:
 
 def test_forget_removes_every_series_of_the_scaler(metrics: ScalerMetrics) -> None:
     for name in (NAME, "api"):
-        metrics.observe_evaluation(NS, name, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+        record_evaluation(metrics, NS, name, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
         metrics.observe_error(NS, name, "NoData")
-        metrics.observe_shadow(NS, name, ShadowSummary(1, 0, 1.0, 1.0, 0.0, 0.0, NOW, NOW))
+        record_shadow(metrics, NS, name, ShadowSummary(1, 0, 1.0, 1.0, 0.0, 0.0, NOW, NOW))
     metrics.forget(NS, NAME)
     remaining = {
         (s.labels.get("namespace"), s.labels.get("scaler"))
@@ -291,7 +291,7 @@ def test_forget_removes_every_series_of_the_scaler(metrics: ScalerMetrics) -> No
 async def test_recommendation_age_is_computed_at_scrape_time() -> None:
     store = RecommendationStore()
     now = [NOW]
-    metrics = ScalerMetrics(CollectorRegistry(), store=store, clock=lambda: now[0])
+    metrics = served_metrics(ScalerMetrics(CollectorRegistry()), store, lambda: now[0])
     target = TargetRef("agones.dev/v1", "Fleet", "arena")
     await store.put(
         StoredRecommendation(NS, NAME, "Shadow", target, 3, 2, NOW - timedelta(seconds=30), timedelta(minutes=1), 1, 9)
@@ -369,8 +369,8 @@ def test_label_names_are_bounded() -> None:
     """Only these labels exist; each is bounded by the scalers, their specs, or a closed set."""
     allowed = {"namespace", "scaler", "signal", "quantile", "offset_seconds", "constraint", "policy", "reason"}
     allowed |= {"backend", "outcome", "query_type", "method", "code", "le", "mode", "target_kind", "target_name"}
-    metrics = ScalerMetrics(CollectorRegistry(), store=RecommendationStore())
-    metrics.observe_evaluation(NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
+    metrics = served_metrics(ScalerMetrics(CollectorRegistry()), RecommendationStore())
+    record_evaluation(metrics, NS, NAME, evaluate(rps=100.0, cpu=4.0), 10, 0.1)
     labels = {name for family in metrics.registry.collect() for s in family.samples for name in s.labels}
     assert labels <= allowed
     for family in metrics.registry.collect():

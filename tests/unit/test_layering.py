@@ -1,0 +1,84 @@
+"""The packages' import direction: each package imports only the packages below it.
+
+Read from the source (every ``import`` and ``from ... import``, including those inside functions),
+so an upward import anywhere fails here, not in a review.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import TopologicalSorter
+from pathlib import Path
+
+import presage_scaler
+
+ROOT = Path(presage_scaler.__file__).parent
+
+BELOW: dict[str, set[str]] = {
+    # the commands
+    "cli": {"tune", "backtest", "controller", "serving", "observability", "engine", "clients", "backends", "api"},
+    "tune": {"backtest", "controller", "engine", "clients", "backends", "series", "api"},
+    "backtest": {"engine", "clients", "backends", "series", "api"},
+    # the service: the controller decides and writes; serving answers KEDA and Agones from the store
+    "controller": {"serving", "observability", "engine", "clients", "backends", "series", "api"},
+    "serving": {"observability", "api", "proto_gen"},
+    "observability": {"api"},
+    # the domain and what it reads through
+    "engine": {"clients", "backends", "series", "api"},
+    "clients": {"backends", "series", "api"},
+    "backends": {"series", "api"},
+    "series": set(),
+    "api": set(),
+    "proto_gen": set(),
+}
+"""What each package may import (beside itself)."""
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return {name for name in out if name.split(".")[0] == "presage_scaler"}
+
+
+def _edges() -> dict[tuple[str, str], set[str]]:
+    """(importing package, imported package) -> the modules where it happens."""
+    edges: dict[tuple[str, str], set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        package = path.relative_to(ROOT).parts[0]
+        for name in _imports(path):
+            parts = name.split(".")
+            target = parts[1] if len(parts) > 1 else "presage_scaler"
+            if target != package:
+                edges.setdefault((package, target), set()).add(str(path.relative_to(ROOT)))
+    return edges
+
+
+def test_the_allowed_imports_are_layers():
+    order = list(TopologicalSorter(BELOW).static_order())  # raises CycleError on a cycle
+    assert set(order) == set(BELOW)
+
+
+def test_every_package_has_its_place_and_the_top_level_holds_only_packages():
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(BELOW)
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["__init__.py"]
+
+
+def test_imports_point_downward_only():
+    upward = {
+        f"{src} -> {dst}": sorted(where)
+        for (src, dst), where in _edges().items()
+        if dst not in BELOW.get(src, set())
+    }
+    assert upward == {}
+
+
+def test_metrics_and_serving_import_no_domain_code():
+    domain = {"engine", "backends", "controller", "clients"}
+    edges = _edges()
+    assert not [(src, dst) for (src, dst) in edges if src in {"serving", "observability"} and dst in domain]
+    assert ("serving", "observability") in edges and ("controller", "engine") in edges  # the walk sees imports
