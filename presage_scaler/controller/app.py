@@ -22,7 +22,7 @@ import aiohttp
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
-from presage_scaler.clients.kube.informer import Informer
+from presage_scaler.clients.kube.informer import Informer, identity_only
 from presage_scaler.clients.kube.leader import LeaderElector
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
@@ -143,7 +143,9 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
                 retry_period=options.retry_period,
                 on_change=scalers.on_leadership,
             )
-        scaler_informer = Informer(client, PREDICTIVE_SCALERS, scalers.on_event, namespaces)
+        scaler_informer = Informer(
+            client, PREDICTIVE_SCALERS, scalers.on_event, namespaces, cache_as=identity_only
+        )  # the controller keeps its own copy of each scaler
         backend_informer = Informer(client, FORECAST_BACKENDS, backends.on_event)
         grpc = await serve(
             store,

@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
 
-from prometheus_client import Gauge
-
 from presage_scaler.api.quantities import plain_number
 from presage_scaler.api.types import PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
@@ -24,6 +22,7 @@ from presage_scaler.observability.metrics import (
     MAX_PROJECTED_OFFSETS,
     POINT_QUANTILE,
     Outcome,
+    ScalerGauge,
     ScalerMetrics,
     Series,
 )
@@ -41,7 +40,7 @@ def record_evaluation(
     rec = recommendation
     values: dict[Series, float] = {}
 
-    def put(metric: Gauge, value: float, *labels: str) -> None:
+    def put(metric: ScalerGauge, value: float, *labels: str) -> None:
         values[(metric, (namespace, name, *labels))] = float(value)
 
     put(metrics.recommended, rec.replicas)

@@ -24,18 +24,40 @@ Key = tuple[str, str]
 """A scaler's (namespace, name)."""
 
 
+UNREAD_METADATA = frozenset({"managedFields", "annotations"})
+"""Metadata the controller never reads: server-side apply's field owners (~12 KiB of JSON per
+object) and annotations (kubectl's last-applied copy of the whole spec, among others)."""
+
+
+def compact(obj: JSON) -> JSON:
+    """``obj`` without :data:`UNREAD_METADATA`, which the controller would otherwise keep for every
+    scaler (the object itself is not changed)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and not UNREAD_METADATA.isdisjoint(meta):
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k not in UNREAD_METADATA}}
+    return obj
+
+
 @dataclass
 class ScalerEntry:
-    """The controller's copy of one PredictiveScaler: the newest object seen and its generation."""
+    """The controller's copy of one PredictiveScaler: the newest object seen (:func:`compact`) and
+    its generation."""
 
     obj: JSON
     generation: int
     scheduled_generation: int | None = None  # generation the last evaluation started from
 
+    def __post_init__(self) -> None:
+        self.obj = compact(self.obj)
+
+    def keep(self, obj: JSON) -> None:
+        """Keep ``obj``, a newer version from the watch."""
+        self.obj = compact(obj)
+
     def accept(self, written: JSON) -> None:
         """Keep ``written`` (a status write's answer) unless a newer object has arrived meanwhile."""
         if newer_or_same(written, self.obj):
-            self.obj = written
+            self.obj = compact(written)
 
 
 def _parse_spec(obj: JSON) -> PredictiveScalerSpec:

@@ -97,7 +97,7 @@ class ScalerController:
             self._entries[key] = ScalerEntry(obj=obj, generation=generation)
             self._scheduler.schedule(key, self._initial_delay(obj))
         else:
-            entry.obj = obj
+            entry.keep(obj)
             if generation != entry.generation:
                 entry.generation = generation
                 self._scheduler.schedule(key, 0.0)  # a spec change is evaluated at once

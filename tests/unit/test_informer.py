@@ -9,13 +9,22 @@ from aiohttp import web
 
 from presage_scaler.clients.kube.client import KubeClient, Resource
 from presage_scaler.clients.kube.config import KubeConfig
-from presage_scaler.clients.kube.informer import Informer
+from presage_scaler.clients.kube.informer import Informer, identity_only
 
 THINGS = Resource("example.com", "v1", "things", True, "Thing")
 
 
 def thing(name: str, version: str) -> dict:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "resourceVersion": version,
+            "uid": f"uid-{name}",
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"size": name * 100},
+    }
 
 
 class ScriptedServer:
@@ -111,3 +120,40 @@ async def test_a_handler_that_raises_on_one_object_does_not_stop_the_watch():
     assert informer.handler_failures == 3  # a (list), c (watch), a again (relist)
     assert server.watch_versions[:2] == ["10", "30"]
     assert set(informer.cache) == {("ns", "a")}
+
+
+async def test_an_identity_only_cache_keeps_names_and_versions_and_hands_over_whole_objects():
+    server = ScriptedServer()
+    runner, port = await _serve(server)
+    seen: list[tuple[str, dict]] = []
+
+    async def handler(kind: str, obj: dict) -> None:
+        seen.append((kind, obj))
+
+    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
+    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01, cache_as=identity_only)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(server.done.wait(), 10)
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
+
+    assert informer.cache == {
+        ("ns", "a"): {
+            "apiVersion": "example.com/v1",
+            "kind": "Thing",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": "25"},
+        }
+    }
+    upserts = [obj for kind, obj in seen if kind == "upsert"]
+    assert [o["spec"] for o in upserts] == [
+        {"size": "a" * 100},
+        {"size": "b" * 100},
+        {"size": "c" * 100},
+        {"size": "a" * 100},
+    ]
+    # A deletion the informer inferred (b and c vanished behind the expired watch) names the object.
+    deleted = [obj["metadata"] for kind, obj in seen if kind == "delete"]
+    assert [(m["name"], m["uid"], m["resourceVersion"]) for m in deleted] == [("b", "uid-b", "6"), ("c", "uid-c", "11")]

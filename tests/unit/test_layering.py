@@ -70,9 +70,7 @@ def test_every_package_has_its_place_and_the_top_level_holds_only_packages():
 
 def test_imports_point_downward_only():
     upward = {
-        f"{src} -> {dst}": sorted(where)
-        for (src, dst), where in _edges().items()
-        if dst not in BELOW.get(src, set())
+        f"{src} -> {dst}": sorted(where) for (src, dst), where in _edges().items() if dst not in BELOW.get(src, set())
     }
     assert upward == {}
 
