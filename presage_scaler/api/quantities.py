@@ -8,6 +8,7 @@ are ``ValueError`` whose message quotes the bad value; the caller adds the field
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ class GoDuration(timedelta):
     :attr:`nanoseconds` so that presage and the API server give the same verdict on ``1500ns``.
     """
 
+    __slots__ = ("nanoseconds",)  # one per duration field of every parsed spec: no __dict__ each
     nanoseconds: int
 
     def __new__(cls, nanoseconds: int) -> GoDuration:
@@ -81,8 +83,15 @@ def parse_duration(raw: object) -> timedelta:
         return raw
     if not isinstance(raw, str) or len(raw) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(raw):
         raise ValueError(f"{_quote(raw)} is not {DURATION_ALLOWED}")
+    return _duration_of(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _duration_of(text: str) -> GoDuration:
+    """The duration ``text`` (already validated) spells; one shared value per text, since every
+    scaler's spec repeats the same few ("1m", "5m", the defaults) and a GoDuration is immutable."""
     total = 0
-    for whole, fraction, unit in _DURATION_PART_RE.findall(raw):
+    for whole, fraction, unit in _DURATION_PART_RE.findall(text):
         per_unit = _NANOS_PER_UNIT[unit]
         total += int(whole) * per_unit
         if fraction and int(fraction):
@@ -126,7 +135,7 @@ def plain_number(value: float) -> str:
     return format(Decimal(repr(value)), "f")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Amount:
     """An int-or-string quantity: an absolute number, or a percentage of some base."""
 
@@ -167,13 +176,19 @@ def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
         return raw
     allowed = AMOUNT_ALLOWED if allow_percent else NUMBER_ALLOWED
     if isinstance(raw, int) and not isinstance(raw, bool):
-        return Amount(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)))
+        return _amount_of(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)), False)
     pattern = _AMOUNT_RE if allow_percent else _DECIMAL_RE
     if not isinstance(raw, str) or len(raw) > AMOUNT_MAX_LENGTH or not pattern.fullmatch(raw):
         raise ValueError(f"{_quote(raw)} is not {allowed}")
     if raw.endswith("%"):
-        return Amount(float(raw[:-1]), percent=True)
-    return Amount(float(raw))
+        return _amount_of(float(raw[:-1]), True)
+    return _amount_of(float(raw), False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _amount_of(value: float, percent: bool) -> Amount:
+    """One shared (immutable) Amount per value: every scaler's spec repeats the same few."""
+    return Amount(value, percent)
 
 
 QUANTILE_MAX_LENGTH = 16

@@ -69,8 +69,7 @@ def record_evaluation(
     for label in CONSTRAINT_LABELS:
         put(metrics.binding_constraint, label == constraint, label)
     metrics.replace((namespace, name), "evaluation", values)
-    metrics.evaluation_duration.labels(namespace, name).observe(duration_s)
-    metrics.track((namespace, name), metrics.evaluation_duration, (namespace, name))
+    metrics.observe_duration(namespace, name, duration_s)
 
 
 def record_shadow(metrics: ScalerMetrics, namespace: str, name: str, summary: ShadowSummary) -> None:

@@ -39,7 +39,7 @@ from presage_scaler.controller.conditions import (
     unconsumed_warning_due,
 )
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
-from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, status_of, stored_recommendation
+from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
@@ -149,7 +149,7 @@ class ScalerReconciler:
         entry.scheduled_generation = generation
         now = self._clock()
         started = time.perf_counter()
-        status = status_of(obj)
+        status = entry.status()
         interval = timedelta(minutes=1)
         current: int | None = None
         recommendation: Recommendation | None = None

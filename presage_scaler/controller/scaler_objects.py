@@ -3,8 +3,8 @@ recommendation store's view of both."""
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
@@ -38,26 +38,38 @@ def compact(obj: JSON) -> JSON:
     return obj
 
 
-@dataclass
 class ScalerEntry:
-    """The controller's copy of one PredictiveScaler: the newest object seen (:func:`compact`) and
-    its generation."""
+    """The controller's copy of one PredictiveScaler: the newest object seen (:func:`compact`, its
+    status kept apart as compact JSON: a status holds up to 32 pending shadow predictions, ~15 KiB
+    as parsed JSON and ~4 KiB as text) and its generation."""
 
-    obj: JSON
-    generation: int
-    scheduled_generation: int | None = None  # generation the last evaluation started from
+    __slots__ = ("_status_json", "generation", "obj", "scheduled_generation")
 
-    def __post_init__(self) -> None:
-        self.obj = compact(self.obj)
+    def __init__(self, obj: JSON, generation: int) -> None:
+        self.generation = generation
+        self.scheduled_generation: int | None = None  # generation the last evaluation started from
+        self.keep(obj)
 
     def keep(self, obj: JSON) -> None:
         """Keep ``obj``, a newer version from the watch."""
-        self.obj = compact(obj)
+        head = compact(obj)
+        try:
+            self._status_json = json.dumps(head.get("status") or {}, separators=(",", ":")).encode()
+        except (RecursionError, ValueError):  # nested past what JSON text may be: unreadable, as in status_of
+            self._status_json = b"null"
+        self.obj: JSON = {k: v for k, v in head.items() if k != "status"}
 
     def accept(self, written: JSON) -> None:
         """Keep ``written`` (a status write's answer) unless a newer object has arrived meanwhile."""
         if newer_or_same(written, self.obj):
-            self.obj = compact(written)
+            self.keep(written)
+
+    def status(self) -> PredictiveScalerStatus:
+        """The kept object's status, as :func:`status_of` reads it."""
+        try:
+            return PredictiveScalerStatus.model_validate_json(self._status_json)
+        except (ValidationError, RecursionError):
+            return _unreadable(self.obj)
 
 
 def _parse_spec(obj: JSON) -> PredictiveScalerSpec:
@@ -96,9 +108,13 @@ def status_of(obj: JSON) -> PredictiveScalerStatus:
     try:
         return PredictiveScalerStatus.model_validate(obj.get("status") or {})
     except (ValidationError, RecursionError):
-        meta = obj["metadata"]
-        log.warning("ignoring unreadable status scaler=%s/%s", meta.get("namespace"), meta["name"])
-        return PredictiveScalerStatus()
+        return _unreadable(obj)
+
+
+def _unreadable(obj: JSON) -> PredictiveScalerStatus:
+    meta = obj["metadata"]
+    log.warning("ignoring unreadable status scaler=%s/%s", meta.get("namespace"), meta["name"])
+    return PredictiveScalerStatus()
 
 
 def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation | None:

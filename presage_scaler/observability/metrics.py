@@ -17,12 +17,14 @@ of the recommendation store it serves from (:mod:`presage_scaler.serving.store_m
 
 from __future__ import annotations
 
+import bisect
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from presage_scaler.api.reasons import FAILURES
@@ -67,8 +69,24 @@ class ScalerGauge:
 
 Series = tuple[ScalerGauge, tuple[str, ...]]
 """A per-scaler gauge and its label values (``namespace``, ``scaler``, then the gauge's own)."""
-_Values = tuple[tuple[ScalerGauge, tuple[str, ...], float], ...]
-"""One group's values: each gauge, its own label values (after namespace and scaler), the value."""
+_Layout = tuple[tuple[ScalerGauge, tuple[str, ...]], ...]
+"""Which series one group of a scaler has: each gauge and its own label values (after namespace and
+scaler). Scalers of the same shape (signal names, quantiles, horizon) share one."""
+_Values = tuple[_Layout, array]
+"""One group's series and their values, in the same order."""
+MAX_SHARED_LAYOUTS = 4096
+"""Distinct layouts kept for sharing; beyond it the table starts over (sharing lost, nothing else)."""
+
+
+class _Durations:
+    """One scaler's evaluation-duration histogram: a count per bucket and the sum (a prometheus_client
+    Histogram child holds a lock and a value object per bucket, ~3 KiB per scaler)."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self, buckets: int) -> None:
+        self.counts = array("Q", bytes(8 * (buckets + 1)))  # the last counts what exceeds every bound
+        self.total = 0.0
 
 
 class ScalerMetrics:
@@ -151,13 +169,6 @@ class ScalerMetrics:
         )
         self.shadow_samples = gauge("presage_shadow_scored_predictions", "Recommendations scored in the shadow window.")
         self.shadow_pending = gauge("presage_shadow_pending_predictions", "Recommendations waiting to be scored.")
-        self.evaluation_duration = Histogram(
-            "presage_evaluation_duration_seconds",
-            "Time one evaluation took (queries, forecast, policy).",
-            SCALER,
-            buckets=_EVALUATION_BUCKETS,
-            registry=r,
-        )
         self.evaluation_errors = Counter(
             "presage_evaluation_errors", "Evaluations that failed, by reason.", (*SCALER, "reason"), registry=r
         )
@@ -198,10 +209,20 @@ class ScalerMetrics:
             registry=r,
         )
         self._values: dict[Key, dict[str, _Values]] = {}
+        self._layouts: dict[_Layout, _Layout] = {}
+        self._durations: dict[Key, _Durations] = {}
         self._cumulative: dict[Key, set[tuple[Counter | Histogram, tuple[str, ...]]]] = {}
-        r.register(_ScalerGauges(self._gauges, self._values))
+        r.register(_ScalerSeries(self._gauges, self._values, self._durations))
 
     # --- per scaler ----------------------------------------------------------------------------
+
+    def observe_duration(self, namespace: str, name: str, seconds: float) -> None:
+        """Count one evaluation's duration in ``presage_evaluation_duration_seconds``."""
+        durations = self._durations.get((namespace, name))
+        if durations is None:
+            durations = self._durations[(namespace, name)] = _Durations(len(_EVALUATION_BUCKETS))
+        durations.counts[bisect.bisect_left(_EVALUATION_BUCKETS, seconds)] += 1
+        durations.total += seconds
 
     def observe_error(self, namespace: str, name: str, reason: str) -> None:
         """Count a failed evaluation; reasons outside :data:`ERROR_REASONS` count as ``Other``."""
@@ -212,19 +233,22 @@ class ScalerMetrics:
     def forget(self, namespace: str, name: str) -> None:
         """Remove every series of a scaler (deleted, or no longer evaluated here)."""
         self._values.pop((namespace, name), None)
+        self._durations.pop((namespace, name), None)
         for metric, labels in self._cumulative.pop((namespace, name), set()):
             metric.remove(*labels)
 
     def forget_all(self) -> None:
         """Remove every per-scaler series, e.g. when this replica stops being the leader."""
-        for namespace, name in {*self._values, *self._cumulative}:
+        for namespace, name in {*self._values, *self._durations, *self._cumulative}:
             self.forget(namespace, name)
 
     def replace(self, key: Key, group: str, values: dict[Series, float]) -> None:
         """Set the scaler's gauges of ``group`` to ``values``; the group's series not in it are gone."""
-        self._values.setdefault(key, {})[group] = tuple(
-            (gauge, labels[len(SCALER) :], value) for (gauge, labels), value in values.items()
-        )
+        layout = tuple((gauge, labels[len(SCALER) :]) for gauge, labels in values)
+        if len(self._layouts) >= MAX_SHARED_LAYOUTS and layout not in self._layouts:
+            self._layouts.clear()
+        layout = self._layouts.setdefault(layout, layout)
+        self._values.setdefault(key, {})[group] = (layout, array("d", values.values()))
 
     def track(self, key: Key, metric: Counter | Histogram, labels: tuple[str, ...]) -> None:
         """Remember a cumulative series of the scaler, so :meth:`forget` removes it."""
@@ -250,20 +274,44 @@ class ScalerMetrics:
         self.webhook_duration.observe(seconds)
 
 
-class _ScalerGauges(Collector):
-    """The per-scaler gauge families, built from the table at scrape time."""
+class _ScalerSeries(Collector):
+    """The per-scaler gauge families and the evaluation-duration histogram, built from the tables
+    at scrape time."""
 
-    def __init__(self, gauges: list[ScalerGauge], values: dict[Key, dict[str, _Values]]) -> None:
+    def __init__(
+        self, gauges: list[ScalerGauge], values: dict[Key, dict[str, _Values]], durations: dict[Key, _Durations]
+    ) -> None:
         self._gauges = gauges
         self._values = values
+        self._durations = durations
 
     def describe(self) -> list[Metric]:
-        return [GaugeMetricFamily(g.name, g.documentation, labels=(*SCALER, *g.labels)) for g in self._gauges]
+        return [*self._gauge_families().values(), self._duration_family()]
 
     def collect(self) -> Iterator[Metric]:
-        families = {g: GaugeMetricFamily(g.name, g.documentation, labels=(*SCALER, *g.labels)) for g in self._gauges}
+        families = self._gauge_families()
         for (namespace, name), groups in list(self._values.items()):
-            for values in tuple(groups.values()):
-                for gauge, labels, value in values:
+            for layout, values in tuple(groups.values()):
+                for (gauge, labels), value in zip(layout, values, strict=True):
                     families[gauge].add_metric((namespace, name, *labels), value)
         yield from families.values()
+        durations = self._duration_family()
+        bounds = [*(str(float(b)) for b in _EVALUATION_BUCKETS), "+Inf"]
+        for (namespace, name), histogram in list(self._durations.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip(bounds, histogram.counts, strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            durations.add_metric((namespace, name), buckets, histogram.total)
+        yield durations
+
+    def _gauge_families(self) -> dict[ScalerGauge, GaugeMetricFamily]:
+        return {g: GaugeMetricFamily(g.name, g.documentation, labels=(*SCALER, *g.labels)) for g in self._gauges}
+
+    @staticmethod
+    def _duration_family() -> HistogramMetricFamily:
+        return HistogramMetricFamily(
+            "presage_evaluation_duration_seconds",
+            "Time one evaluation took (queries, forecast, policy).",
+            labels=SCALER,
+        )

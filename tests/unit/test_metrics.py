@@ -37,7 +37,13 @@ from presage_scaler.engine.evaluator import EvaluationError, Recommendation, Sig
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowSummary
-from presage_scaler.observability.metrics import CONSTRAINT_LABELS, ERROR_REASONS, MAX_PROJECTED_OFFSETS, ScalerMetrics
+from presage_scaler.observability.metrics import (
+    CONSTRAINT_LABELS,
+    ERROR_REASONS,
+    MAX_PROJECTED_OFFSETS,
+    MAX_SHARED_LAYOUTS,
+    ScalerMetrics,
+)
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 from presage_scaler.serving.store_metrics import served_metrics
 from tests.harness.evaluation import NOW, PROM, SPEC, evaluate, flat_forecast
@@ -375,3 +381,32 @@ def test_label_names_are_bounded() -> None:
     assert labels <= allowed
     for family in metrics.registry.collect():
         assert family.name.startswith("presage_"), family.name
+
+
+def test_evaluation_durations_fill_cumulative_buckets(metrics: ScalerMetrics) -> None:
+    for seconds in (0.07, 0.1, 2.0, 100.0):
+        metrics.observe_duration(NS, NAME, seconds)
+    bucket = "presage_evaluation_duration_seconds_bucket"
+    assert value(metrics, bucket, **scaler(le="0.05")) == 0
+    assert value(metrics, bucket, **scaler(le="0.1")) == 2  # a bound holds what equals it
+    assert value(metrics, bucket, **scaler(le="2.5")) == 3
+    assert value(metrics, bucket, **scaler(le="60.0")) == 3
+    assert value(metrics, bucket, **scaler(le="+Inf")) == 4
+    assert value(metrics, "presage_evaluation_duration_seconds_count", **scaler()) == 4
+    assert value(metrics, "presage_evaluation_duration_seconds_sum", **scaler()) == pytest.approx(102.17)
+    metrics.forget(NS, NAME)
+    assert value(metrics, "presage_evaluation_duration_seconds_count", **scaler()) is None
+
+
+def test_scalers_of_one_shape_share_a_layout_and_many_shapes_stay_correct(metrics: ScalerMetrics) -> None:
+    rec = evaluate(rps=100.0, cpu=4.0)
+    record_evaluation(metrics, NS, "a", rec, 10, 0.1)
+    record_evaluation(metrics, NS, "b", rec, 11, 0.1)
+    assert len(metrics._layouts) == 1
+    for k in range(MAX_SHARED_LAYOUTS + 5):  # a layout per scaler: the table starts over, values stay
+        metrics.replace((NS, f"s{k}"), "extra", {(metrics.signal_observed, (NS, f"s{k}", f"signal{k}")): float(k)})
+    assert len(metrics._layouts) <= MAX_SHARED_LAYOUTS
+    assert value(metrics, "presage_current_replicas", namespace=NS, scaler="b") == 11
+    last = MAX_SHARED_LAYOUTS + 4
+    assert value(metrics, "presage_signal_observed", namespace=NS, scaler=f"s{last}", signal=f"signal{last}") == last
+    assert value(metrics, "presage_signal_observed", namespace=NS, scaler="s7", signal="signal7") == 7

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from presage_scaler.controller.scaler_objects import ScalerEntry, compact
+from presage_scaler.api.types import PredictiveScalerStatus
+from presage_scaler.controller.scaler_objects import ScalerEntry, compact, status_of
 
 
 def scaler(version: str) -> dict:
@@ -53,3 +54,37 @@ def test_an_entry_keeps_compact_objects_and_never_an_older_write():
     assert entry.obj["metadata"]["resourceVersion"] == "9"
     entry.accept(scaler("10"))
     assert entry.obj["metadata"]["resourceVersion"] == "10" and "managedFields" not in entry.obj["metadata"]
+
+
+def test_the_status_is_kept_apart_and_reads_as_status_of_reads_it():
+    obj = scaler("7")
+    obj["status"] = {
+        "recommendedReplicas": 4,
+        "observedGeneration": 3,
+        "lastForecast": {
+            "generatedAt": "2026-12-01T10:00:00Z",
+            "point": 12.5,
+            "leadTimeSeconds": 120,
+            "backend": "default",
+        },
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Recommended",
+                "message": "m",
+                "lastTransitionTime": "2026-12-01T10:00:00Z",
+            }
+        ],
+    }
+    entry = ScalerEntry(obj=obj, generation=3)
+    assert "status" not in entry.obj
+    assert entry.status() == status_of(obj) and entry.status().recommended_replicas == 4
+
+
+def test_an_unreadable_status_reads_as_empty():
+    obj = scaler("7")
+    obj["status"] = {"recommendedReplicas": "many"}
+    assert ScalerEntry(obj=obj, generation=3).status() == status_of(obj) == PredictiveScalerStatus()
+    obj["status"] = ["not", "an", "object"]
+    assert ScalerEntry(obj=obj, generation=3).status() == PredictiveScalerStatus()
