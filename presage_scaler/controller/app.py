@@ -27,8 +27,9 @@ from presage_scaler.clients.kube.leader import LeaderElector
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key
 from presage_scaler.controller.scalers import ScalerController
+from presage_scaler.controller.shards import ShardElection, shard_of
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_http
@@ -55,6 +56,7 @@ class ControllerOptions:
     leader_elect: bool = True
     lease_namespace: str | None = None  # default: the pod's namespace (or the kubeconfig context's)
     lease_name: str = "presage-scaler"
+    shards: int = 1  # above 1: the scalers are split across replicas, one Lease per shard
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -74,7 +76,7 @@ class RunningController:
     store: RecommendationStore
     scalers: ScalerController
     backends: BackendController
-    elector: LeaderElector | None
+    elector: LeaderElector | ShardElection | None
     grpc: ScalerServer
     http: HttpServer
     metrics: ScalerMetrics
@@ -85,6 +87,9 @@ class RunningController:
 
     @property
     def leading(self) -> bool:
+        """Whether this replica evaluates anything now (the leader, or the owner of a shard)."""
+        if isinstance(self.elector, ShardElection):
+            return self.elector.owns_any()
         return self.elector is None or self.elector.is_leader
 
     @property
@@ -114,12 +119,25 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
         store = RecommendationStore()
         metrics = served_metrics(ScalerMetrics(), store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
-        elector: LeaderElector | None = None
+        elector: LeaderElector | ShardElection | None = None
+
+        def shard(key: Key) -> int:
+            return shard_of(*key, options.shards)
 
         def leading() -> bool:
+            if isinstance(elector, ShardElection):
+                return elector.owns_any()
             return elector is None or elector.is_leader
 
-        backends = BackendController(client, forecaster_http, probe_period=options.probe_period, leading=leading)
+        def owns(key: Key) -> bool:
+            return not isinstance(elector, ShardElection) or elector.owns(shard(key))
+
+        def writes_backends() -> bool:  # ForecastBackend status: the leader, or shard 0's owner
+            return elector.owns(0) if isinstance(elector, ShardElection) else leading()
+
+        backends = BackendController(
+            client, forecaster_http, probe_period=options.probe_period, leading=writes_backends
+        )
         triggers = KubeScaledObjectTriggers(client, namespaces)
         scalers = ScalerController(
             client,
@@ -130,18 +148,34 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             metrics,
             concurrency=options.concurrency,
             leading=leading,
+            owns=owns,
             scaled_objects=triggers,
         )
-        if options.leader_elect:
-            elector = LeaderElector(
+        lease_namespace = options.lease_namespace or config.namespace
+        timing = {
+            "lease_duration": options.lease_duration,
+            "renew_deadline": options.renew_deadline,
+            "retry_period": options.retry_period,
+        }
+        if options.leader_elect and options.shards > 1:
+            elector = ShardElection(
                 client,
-                options.lease_namespace or config.namespace,
+                lease_namespace,
                 options.lease_name,
                 options.identity,
-                lease_duration=options.lease_duration,
-                renew_deadline=options.renew_deadline,
-                retry_period=options.retry_period,
+                options.shards,
+                on_change=lambda s, owned: scalers.on_ownership(lambda key: shard(key) == s, owned),
+                busy=lambda s: scalers.in_flight(lambda key: shard(key) == s),
+                **timing,
+            )
+        elif options.leader_elect:
+            elector = LeaderElector(
+                client,
+                lease_namespace,
+                options.lease_name,
+                options.identity,
                 on_change=scalers.on_leadership,
+                **timing,
             )
         scaler_informer = Informer(
             client, PREDICTIVE_SCALERS, scalers.on_event, namespaces, cache_as=identity_only
@@ -190,12 +224,13 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
         for task in tasks:
             task.add_done_callback(watch_task)
         log.info(
-            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d leader_elect=%s",
+            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d leader_elect=%s shards=%d",
             options.identity,
             ",".join(namespaces or ["*"]),
             grpc.port,
             http.port,
             options.leader_elect,
+            options.shards,
         )
         try:
             yield RunningController(

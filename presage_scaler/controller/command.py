@@ -34,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lease-namespace", help="namespace of the Lease (default: the pod's namespace)")
     parser.add_argument("--lease-name", default="presage-scaler", help="name of the Lease (default: presage-scaler)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="split the scalers into this many shards, one Lease each (<lease-name>-shard-<i>), so that "
+        "replicas share the evaluations; 1 (default): one leader evaluates every scaler",
+    )
     parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (default: 15)")
     parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (default: 10)")
     parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (default: 2)")
@@ -70,6 +77,10 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
     http_tls = TLSFiles(args.http_tls_cert, args.http_tls_key) if args.http_tls_cert else None
     if not (args.staleness_factor > 0 and args.staleness_floor >= 0):
         raise SystemExit("presage run: --staleness-factor must be above 0 and --staleness-floor at least 0")
+    if args.shards < 1:
+        raise SystemExit("presage run: --shards must be at least 1")
+    if args.shards > 1 and not args.leader_elect:
+        raise SystemExit("presage run: --shards above 1 needs leader election (the shards are Leases)")
     extra = {"identity": args.identity} if args.identity else {}
     return ControllerOptions(
         kubeconfig=args.kubeconfig,
@@ -82,6 +93,7 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         leader_elect=args.leader_elect,
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
+        shards=args.shards,
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,

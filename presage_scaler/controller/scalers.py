@@ -21,7 +21,7 @@ from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import BackendController
 from presage_scaler.controller.conditions import ScaledObjectConsumers
 from presage_scaler.controller.reconcile import ScalerReconciler
-from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, status_of, stored_recommendation
+from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.schedule import Scheduler
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.engine.evaluator import EvaluationError
@@ -48,17 +48,20 @@ class ScalerController:
         *,
         concurrency: int = 32,
         leading: Callable[[], bool] = lambda: True,
+        owns: Callable[[Key], bool] = lambda key: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         scaled_objects: ScaledObjectConsumers | None = None,
     ) -> None:
-        """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written."""
+        """``leading``: whether this replica evaluates at all; ``owns``: whether it evaluates that
+        scaler (sharded: whether it owns its shard). Without ``scaled_objects`` (tests, benchmarks)
+        no ``Consumed`` condition is written."""
         self._store = store
         self._events = events
         self._metrics = metrics
         self._clock = clock
         self._entries: dict[Key, ScalerEntry] = {}
         self._specs = SpecCache()
-        self._scheduler: Scheduler[Key] = Scheduler(concurrency=concurrency, leading=leading)
+        self._scheduler: Scheduler[Key] = Scheduler(concurrency=concurrency, leading=leading, may_run=owns)
         self._reconciler = ScalerReconciler(
             client,
             store,
@@ -67,7 +70,7 @@ class ScalerController:
             prometheus,
             events,
             metrics,
-            StatusWriter(client, leading),
+            StatusWriter(client, lambda key: leading() and owns(key)),
             clock=clock,
             scaled_objects=scaled_objects,
         )
@@ -94,8 +97,8 @@ class ScalerController:
             await self._store.put(item)
         generation = int(meta.get("generation") or 0)
         if entry is None:
-            self._entries[key] = ScalerEntry(obj=obj, generation=generation)
-            self._scheduler.schedule(key, self._initial_delay(obj))
+            entry = self._entries[key] = ScalerEntry(obj=obj, generation=generation)
+            self._scheduler.schedule(key, self._initial_delay(entry))
         else:
             entry.keep(obj)
             if generation != entry.generation:
@@ -112,14 +115,30 @@ class ScalerController:
         else:
             self._metrics.forget_all()
 
-    def _initial_delay(self, obj: JSON) -> float:
+    def on_ownership(self, selects: Callable[[Key], bool], owned: bool) -> None:
+        """Sharded: a shard was gained (its scalers are scheduled, each due one interval after its last
+        forecast) or lost (their per-scaler figures are dropped: the new owner exports them);
+        ``selects`` picks the shard's scalers."""
+        for key, entry in list(self._entries.items()):
+            if not selects(key):
+                continue
+            if owned:
+                self._scheduler.schedule(key, self._initial_delay(entry))
+            else:
+                self._metrics.forget(*key)
+
+    def in_flight(self, selects: Callable[[Key], bool]) -> bool:
+        """Whether an evaluation of a scaler ``selects`` picks is running."""
+        return any(selects(key) for key in self._scheduler.running)
+
+    def _initial_delay(self, entry: ScalerEntry) -> float:
         """Continue the schedule from status: due one interval after the last forecast."""
-        status = status_of(obj)
+        status = entry.status()
         try:
-            interval = self._specs.get(obj).interval
+            interval = self._specs.get(entry.obj).interval
         except EvaluationError:
             return 0.0
-        if status.last_forecast is None or status.observed_generation != obj["metadata"].get("generation"):
+        if status.last_forecast is None or status.observed_generation != entry.obj["metadata"].get("generation"):
             return 0.0
         due = status.last_forecast.generated_at + interval - self._clock()
         return min(max(due.total_seconds(), 0.0), interval.total_seconds())

@@ -1,5 +1,7 @@
 """When each scaler is evaluated: a heap of due times, one run per scaler at a time, a bound on
-runs in all, and nothing while this replica is not the leader (the heap is kept meanwhile)."""
+runs in all, and nothing while this replica is not the leader (the heap is kept meanwhile) or,
+sharded, for a scaler whose shard it does not own (dropped when due: gaining the shard schedules
+its scalers again)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,11 @@ class Scheduler(Generic[K]):
     """Runs each scheduled key's work when it is due: one run per key at a time, ``concurrency``
     at a time in all, only while ``leading()``."""
 
-    def __init__(self, *, concurrency: int, leading: Callable[[], bool]) -> None:
+    def __init__(
+        self, *, concurrency: int, leading: Callable[[], bool], may_run: Callable[[K], bool] = lambda key: True
+    ) -> None:
         self._leading = leading
+        self._may_run = may_run
         self._semaphore = asyncio.Semaphore(concurrency)
         self._heap: list[tuple[float, int, K]] = []
         self._tickets: dict[K, int] = {}  # the one heap entry per key that counts; older ones are skipped
@@ -40,6 +45,11 @@ class Scheduler(Generic[K]):
     def forget(self, key: K) -> None:
         """Run ``key`` no more (a run in progress finishes)."""
         self._tickets.pop(key, None)
+
+    @property
+    def running(self) -> frozenset[K]:
+        """The keys whose run is in progress."""
+        return frozenset(self._running)
 
     def wake(self) -> None:
         """Look at the heap again now (leadership was gained)."""
@@ -61,6 +71,8 @@ class Scheduler(Generic[K]):
                 heapq.heappop(self._heap)
                 if self._tickets.get(key) != ticket or key in self._running:
                     continue  # forgotten, superseded, or running (that run reschedules it)
+                if not self._may_run(key):
+                    continue  # another replica's shard
                 self._running.add(key)
                 await self._semaphore.acquire()
                 group.create_task(self._run_one(key, work))

@@ -1,8 +1,9 @@
 """Writing one PredictiveScaler's status: a merge patch conditional on the resourceVersion it was
 computed from; on a conflict the object is read again and the patch rebuilt on the fresh status.
 
-Leadership is checked before every attempt, retries included: a replica that lost its Lease
-between a conflict and its retry would otherwise overwrite what the new leader wrote.
+Leadership (or, sharded, ownership of the scaler's shard) is checked before every attempt, retries
+included: a replica that lost its Lease between a conflict and its retry would otherwise overwrite
+what the new leader wrote.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from presage_scaler.api.types import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, status_of
+from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key, status_of
 
 log = logging.getLogger(__name__)
 
@@ -23,19 +24,22 @@ StatusPatch = Callable[[PredictiveScalerStatus], JSON]
 
 
 class StatusWriter:
-    """Patches status subresources with conflict retry, only while ``leading()``."""
+    """Patches status subresources with conflict retry, only while ``may_write(namespace, name)``
+    (this replica leads, or owns the scaler's shard)."""
 
-    def __init__(self, client: KubeClient, leading: Callable[[], bool]) -> None:
+    def __init__(self, client: KubeClient, may_write: Callable[[Key], bool]) -> None:
         self._client = client
-        self._leading = leading
+        self._may_write = may_write
 
     async def write(self, obj: JSON, status: PredictiveScalerStatus, patch_of: StatusPatch) -> JSON | None:
         """Write ``patch_of(status)`` over ``obj`` (whose status ``status`` is); the object as written,
         or None when nothing was (deposed, deleted, refused, or conflicts every time)."""
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         for attempt in range(STATUS_WRITE_ATTEMPTS):
-            if not self._leading():
-                log.info("status not written scaler=%s/%s: no longer the leader", namespace, name)
+            if not self._may_write((namespace, name)):
+                log.info(
+                    "status not written scaler=%s/%s: no longer the leader (or its shard's owner)", namespace, name
+                )
                 return None
             patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": patch_of(status)}
             try:

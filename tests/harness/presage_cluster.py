@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -128,3 +131,28 @@ def options(plane: KubeControlPlane, namespace: str, **overrides: Any) -> Contro
     """An in-process controller watching one namespace, on free ports, without a Lease unless asked."""
     settings = {"grpc_port": 0, "http_port": 0, "leader_elect": False, "probe_period": 2.0} | overrides
     return ControllerOptions(kubeconfig=plane.kubeconfig, namespaces=(namespace,), **settings)
+
+
+def controller_process(
+    plane: KubeControlPlane, namespace: str, identity: str, log_path: Path, *flags: str
+) -> subprocess.Popen[bytes]:
+    """``presage run`` as its own process (so a test can SIGKILL it), watching ``namespace`` with its
+    Leases there: 4 s leases renewed every 0.5 s, so takeovers happen within seconds."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "presage_scaler.cli.main",
+        "run",
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--namespaces={namespace}",
+        "--grpc-port=0",
+        "--http-port=0",
+        f"--lease-namespace={namespace}",
+        f"--identity={identity}",
+        "--lease-duration=4",
+        "--renew-deadline=3",
+        "--retry-period=0.5",
+        "--probe-period=2",
+        *flags,
+    ]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))

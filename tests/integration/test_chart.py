@@ -122,6 +122,29 @@ def test_every_option_reaches_presage_run(helm: Helm) -> None:
     assert ("Deployment", "presage-forecaster") in objects
 
 
+def test_shards_reach_presage_run_with_the_leases_they_need(helm: Helm) -> None:
+    objects = render(helm, {"scaler.leaderElection.shards": "3"})
+    [container] = scaler_pod(list(objects.values()))["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert (args.shards, args.leader_elect) == (3, True)
+    rules = objects["Role", "presage-scaler-leader-election"]["rules"]
+    verbs = {verb for rule in rules if "resourceNames" not in rule for verb in rule["verbs"]}
+    assert verbs == {"create", "get", "list", "update", "delete"}  # shard and membership Leases
+    single = render(helm, {})["Role", "presage-scaler-leader-election"]["rules"]
+    assert [r.get("resourceNames") for r in single] == [None, ["presage-scaler"]]  # one named Lease only
+    [default] = scaler_pod(list(render(helm, {}).values()))["containers"]
+    assert build_parser().parse_args(default["args"]).shards == 1
+    refused = helm(
+        "template",
+        "presage",
+        str(CHART),
+        "--set=scaler.leaderElection.shards=2",
+        "--set=scaler.leaderElection.enabled=false",
+        check=False,
+    )
+    assert refused.returncode != 0 and "shards above 1 needs scaler.leaderElection.enabled" in refused.stderr
+
+
 def admitted(policy: dict[str, Any]) -> dict[str, set[str]]:
     """Port name -> the namespace names (or "own" for a bare podSelector) a NetworkPolicy admits."""
     by_port: dict[str, set[str]] = {}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import datetime
 
@@ -18,9 +15,9 @@ from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.serving.keda import metric_name
 from tests.harness.presage_cluster import (
-    REPO,
     apply,
     condition,
+    controller_process,
     deployment,
     eventually,
     get,
@@ -124,26 +121,6 @@ async def test_scale_down_window_continues_across_controller_restart(
     assert later["status"]["breakdown"]["constraint"] == "ScaleDownWindow"
 
 
-def _start(plane, namespace: str, identity: str, log_path) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "presage_scaler.cli.main",
-        "run",
-        f"--kubeconfig={plane.kubeconfig}",
-        f"--namespaces={namespace}",
-        "--grpc-port=0",
-        "--http-port=0",
-        f"--lease-namespace={namespace}",
-        f"--identity={identity}",
-        "--lease-duration=4",
-        "--renew-deadline=3",
-        "--retry-period=0.5",
-        "--probe-period=2",
-    ]
-    return subprocess.Popen(cmd, cwd=REPO, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))
-
-
 async def test_standby_takes_over_when_the_leader_is_killed(
     cluster,
     kube_namespace,
@@ -154,7 +131,9 @@ async def test_standby_takes_over_when_the_leader_is_killed(
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     apply(cluster, deployment("web", 3), kube_namespace)
     apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="1s"), kube_namespace)
-    processes = {name: _start(cluster, kube_namespace, name, tmp_path / f"{name}.log") for name in ("a", "b")}
+    processes = {
+        name: controller_process(cluster, kube_namespace, name, tmp_path / f"{name}.log") for name in ("a", "b")
+    }
     try:
         lease = await eventually(
             lambda: get(cluster, "lease", "presage-scaler", kube_namespace),

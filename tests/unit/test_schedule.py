@@ -140,3 +140,25 @@ async def test_a_forgotten_key_does_not_run_and_is_not_rescheduled():
         for _ in range(20):
             await asyncio.sleep(0)
     assert started == ["b", "c"]
+
+
+async def test_a_key_it_may_not_run_is_dropped_until_scheduled_again():
+    owned = {"b"}
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True, may_run=lambda key: key in owned)
+    started: list[str] = []
+    done = asyncio.Event()
+
+    async def work(key: str) -> None:
+        started.append(key)
+        done.set()
+
+    scheduler.schedule("a", 0.0)  # another replica's shard: dropped when due
+    scheduler.schedule("b", 0.05)
+    async with running(scheduler, work):
+        await asyncio.wait_for(done.wait(), 5)
+        assert started == ["b"]
+        done.clear()
+        owned.add("a")  # the shard is gained: its keys are scheduled again
+        scheduler.schedule("a", 0.0)
+        await asyncio.wait_for(done.wait(), 5)
+    assert started == ["b", "a"]

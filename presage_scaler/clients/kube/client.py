@@ -216,6 +216,9 @@ class KubeClient:
     async def replace(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
         return await self.request("PUT", resource.path(namespace, name), body=body)
 
+    async def delete(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        return await self.request("DELETE", resource.path(namespace, name))
+
     async def merge_patch(
         self, resource: Resource, namespace: str | None, name: str, patch: JSON, subresource: str | None = None
     ) -> JSON:

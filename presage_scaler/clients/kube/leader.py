@@ -42,7 +42,10 @@ class LeaderElector:
         retry_period: float = 2.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_change: Callable[[bool], None] | None = None,
+        may_acquire: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``may_acquire``: asked before taking the Lease from no one or from an expired holder (never
+        before renewing it); a sharded replica above its fair share says no."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
         self._client = client
@@ -54,6 +57,8 @@ class LeaderElector:
         self.retry_period = retry_period
         self._clock = clock
         self._on_change = on_change
+        self._may_acquire = may_acquire
+        self._step_down = False
         self._is_leader = False
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # monotonic time that record was first seen
@@ -72,10 +77,22 @@ class LeaderElector:
             if self._on_change is not None:
                 self._on_change(leading)
 
+    def step_down(self) -> None:
+        """Give the Lease up at the next round: stop leading, then release it (the caller has stopped
+        what the Lease guards). It is taken again only when ``may_acquire`` allows."""
+        self._step_down = True
+
     async def run(self) -> None:
         """Campaign and renew until cancelled; on cancellation release the Lease if held."""
         try:
             while True:
+                if self._step_down:
+                    self._step_down = False
+                    if self.is_leader:
+                        self._set_leading(False)
+                        await self._release()
+                        await asyncio.sleep(self.retry_period)
+                        continue
                 try:
                     acquired = await self._try_acquire_or_renew()
                 except ApiError as exc:
@@ -108,6 +125,8 @@ class LeaderElector:
         try:
             lease = await self._client.get(LEASES, self.namespace, self.name)
         except NotFound:
+            if not self._may_acquire():
+                return False
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -129,6 +148,8 @@ class LeaderElector:
         held_by_other = holder and holder != self.identity
         expired = time.monotonic() - self._observed_at > float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if held_by_other and not expired:
+            return False
+        if holder != self.identity and not self._may_acquire():
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:

@@ -1,0 +1,132 @@
+"""Sharded evaluation on a real API server: two `presage run --shards 2` processes split the scalers,
+each scaler is evaluated by the owner of its shard only, and a killed owner's shard moves."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+
+import pytest
+
+from presage_scaler.controller.shards import shard_of
+from tests.harness.presage_cluster import (
+    apply,
+    controller_process,
+    deployment,
+    eventually,
+    get,
+    predictive_scaler,
+    recent_samples,
+)
+from tests.harness.prometheus import Series
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 2
+LEASE_S = 4  # controller_process's --lease-duration
+PER_SHARD = 4
+
+
+def _scalers(namespace: str) -> dict[str, int]:
+    """PER_SHARD scaler names of each shard (the namespace is random: pick names that cover both)."""
+    chosen: dict[str, int] = {}
+    for k in range(1000):
+        name, owner = f"s{k}", shard_of(namespace, f"s{k}", SHARDS)
+        if list(chosen.values()).count(owner) < PER_SHARD:
+            chosen[name] = owner
+    return chosen
+
+
+def _generated_at(obj) -> str | None:
+    return ((obj.get("status") or {}).get("lastForecast") or {}).get("generatedAt")
+
+
+def _holders(cluster, namespace: str) -> dict[int, str]:
+    """Shard -> its Lease's holder ("" when released), for the shard Leases that exist."""
+    listing = json.loads(cluster.kubectl("get", "leases", "-n", namespace, "-o", "json").stdout)
+    holders = {}
+    for lease in listing["items"]:
+        if match := re.fullmatch(r"presage-scaler-shard-(\d+)", lease["metadata"]["name"]):
+            holders[int(match[1])] = lease["spec"].get("holderIdentity") or ""
+    return holders
+
+
+def _evaluated(log: str, namespace: str) -> set[str]:
+    """The scalers a replica's log says it evaluated."""
+    return set(re.findall(rf"evaluated scaler={re.escape(namespace)}/(\S+) ", log))
+
+
+async def test_replicas_split_the_shards_and_a_killed_owners_shard_moves(
+    cluster, kube_namespace, backend_name, prometheus_factory, tmp_path
+):
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    shard = _scalers(kube_namespace)
+    assert len(shard) == SHARDS * PER_SHARD
+    for name in shard:
+        apply(cluster, deployment(name, 3), kube_namespace)
+        scaler = predictive_scaler(name, name, prom.url, "app_demand", backend_name, interval="1s")
+        apply(cluster, scaler, kube_namespace)
+    logs = {name: tmp_path / f"{name}.log" for name in "ab"}
+    processes = {
+        name: controller_process(cluster, kube_namespace, name, logs[name], f"--shards={SHARDS}") for name in "ab"
+    }
+    try:
+        holders = await eventually(
+            lambda: _holders(cluster, kube_namespace),
+            lambda h: len(h) == SHARDS and set(h.values()) == {"a", "b"},
+            timeout=60,
+            what="one shard per replica",
+        )
+        for name in shard:
+            await eventually(
+                lambda name=name: get(cluster, "predictivescaler", name, kube_namespace),
+                lambda o: _generated_at(o) is not None,
+                what=f"a first recommendation for {name}",
+            )
+        time.sleep(1)  # evaluations that started before the last handover have finished
+        marks = {replica: len(logs[replica].read_text()) for replica in "ab"}
+        time.sleep(3)  # a few more 1 s evaluations each
+        assert _holders(cluster, kube_namespace) == holders  # stable once balanced
+        # Since then each replica evaluated exactly the scalers of the shard it holds; none by both.
+        owner_of = dict(holders)
+        for replica in "ab":
+            mine = {name for name in shard if owner_of[shard[name]] == replica}
+            assert _evaluated(logs[replica].read_text()[marks[replica] :], kube_namespace) == mine, replica
+
+        victim = owner_of[0]
+        survivor = "b" if victim == "a" else "a"
+        moved = {name for name in shard if shard[name] == 0}
+        processes[victim].send_signal(signal.SIGKILL)
+        processes[victim].wait(timeout=10)
+        killed = time.monotonic()
+        before_kill = _evaluated(logs[survivor].read_text()[marks[survivor] :], kube_namespace)
+        assert not before_kill & moved  # the survivor had not touched the victim's shard
+        kill_marks = {name: _generated_at(get(cluster, "predictivescaler", name, kube_namespace)) for name in moved}
+        await eventually(
+            lambda: _holders(cluster, kube_namespace),
+            lambda h: set(h.values()) == {survivor},
+            timeout=30,
+            what="the survivor to take the killed owner's shard",
+        )
+        took_over = time.monotonic() - killed
+        assert took_over < 2 * LEASE_S + 2, f"the shard moved after {took_over:.1f}s for a {LEASE_S}s lease"
+        for name in moved:
+            await eventually(
+                lambda name=name: get(cluster, "predictivescaler", name, kube_namespace),
+                lambda o, name=name: _generated_at(o) > kill_marks[name],
+                timeout=20,
+                what=f"the survivor to evaluate {name}",
+            )
+        assert _evaluated(logs[survivor].read_text()[marks[survivor] :], kube_namespace) == set(shard)
+        assert processes[survivor].poll() is None
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=20)
+    # A clean exit releases the shards and deletes the replica's membership Lease.
+    assert set(_holders(cluster, kube_namespace).values()) == {""}
+    leases = cluster.kubectl("get", "leases", "-n", kube_namespace, "-o", "name").stdout
+    assert f"lease.coordination.k8s.io/presage-scaler-member-{survivor}-" not in leases
