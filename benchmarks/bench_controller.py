@@ -11,7 +11,13 @@ same Prometheus, same concurrency), so the ratio shows what the API server round
 
 Memory: process RSS with the scalers cached and evaluating, minus RSS before any were created.
 
-Usage: python benchmarks/bench_controller.py [--scalers 1000] [--seconds 30] [--concurrency 64]
+Sharding (``--shards N``): N ``presage run --shards N`` processes share the scalers, against one
+``presage run`` process measured the same way (evaluations counted from each process's /metrics, CPU
+from /proc). On one machine the processes share its cores with the API server, etcd and Prometheus,
+so the figure that carries over to a cluster, where each replica has cores of its own, is CPU per
+evaluation per replica.
+
+Usage: python benchmarks/bench_controller.py [--scalers 1000] [--seconds 30] [--concurrency 64] [--shards 2]
 Target: 10,000 scalers at a 1 m interval on one replica, i.e. ~170 evaluations/s.
 """
 
@@ -21,9 +27,12 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import resource
+import subprocess
 import sys
 import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,6 +48,7 @@ from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.presage_cluster import install_crds, predictive_scaler, seasonal_backend
+from tests.harness.process import free_ports
 from tests.harness.prometheus import PrometheusServer
 
 SERIES = 50
@@ -113,6 +123,73 @@ async def controller_rate(
     return rate, cpu_ms, memory
 
 
+def _evaluations(port: int) -> float:
+    """Evaluations one ``presage run`` has completed, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    prefix = "presage_evaluation_duration_seconds_count{"
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def _cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def processes_rate(
+    plane: KubeControlPlane, seconds: float, concurrency: int, scalers: int, shards: int
+) -> tuple[float, float]:
+    """``shards`` processes (``presage run --shards``; one plain process for 1): evaluations/s in all,
+    and CPU ms per evaluation summed over them."""
+    ports = free_ports(shards)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "presage_scaler.cli.main",
+                "run",
+                f"--kubeconfig={plane.kubeconfig}",
+                f"--namespaces={NAMESPACE}",
+                "--grpc-port=0",
+                f"--http-port={port}",
+                f"--lease-namespace={NAMESPACE}",
+                f"--lease-name=bench-{shards}",
+                f"--identity=bench-{shards}-{k}",
+                f"--shards={shards}",
+                f"--concurrency={concurrency}",
+                "--log-level=WARNING",
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k, port in enumerate(ports)
+    ]
+    try:
+        deadline = time.monotonic() + 600
+        while True:  # warm-up: every scaler evaluated once, by its shard's owner
+            try:
+                if sum(_evaluations(port) for port in ports) >= scalers:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the processes did not evaluate every scaler within 10 minutes")
+            time.sleep(1.0)
+        time.sleep(10 if shards > 1 else 0)  # shards settle: one per process
+        count, cpu, start = sum(_evaluations(p) for p in ports), sum(_cpu_of(p.pid) for p in procs), time.monotonic()
+        time.sleep(seconds)
+        done = sum(_evaluations(p) for p in ports) - count
+        cpu_ms = (sum(_cpu_of(p.pid) for p in procs) - cpu) * 1000 / done
+        return done / (time.monotonic() - start), cpu_ms
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
 async def baseline_rate(prom_url: str, seconds: float, concurrency: int) -> tuple[float, float]:
     backend = SeasonalNaive(season=timedelta(hours=1), cycles=2)
     pool = PrometheusClientPool()
@@ -144,6 +221,7 @@ def main() -> None:
     parser.add_argument("--scalers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--shards", type=int, default=0, help="also measure this many sharing processes (0: no)")
     args = parser.parse_args()
 
     prom = PrometheusServer()
@@ -159,6 +237,10 @@ def main() -> None:
 
         base, base_cpu = asyncio.run(baseline_rate(prom.url, min(args.seconds, 15.0), args.concurrency))
         rate, cpu_ms, memory = asyncio.run(controller_rate(plane, args.seconds, args.concurrency, args.scalers))
+        sharded = {
+            n: processes_rate(plane, args.seconds, args.concurrency, args.scalers, n)
+            for n in ((1, args.shards) if args.shards > 1 else ())
+        }
 
     print(f"{'path':<44} {'evaluations/s':>14} {'CPU ms/eval':>12}")
     print(f"{'baseline: evaluate() only, no Kubernetes':<44} {base:>14.1f} {base_cpu:>12.2f}")
@@ -166,6 +248,12 @@ def main() -> None:
     print(f"ratio controller/baseline: {rate / base:.2f} (rate), {cpu_ms / base_cpu:.2f} (CPU per evaluation)")
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
     print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
+    for n, (shard_rate, shard_cpu) in sharded.items():
+        what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
+        print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}")
+    if sharded:
+        (one, _), (many, _) = sharded[1], sharded[args.shards]
+        print(f"{args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
     target = 10_000 / 60
     print(
         f"target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
