@@ -61,8 +61,8 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_mib(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -138,9 +138,9 @@ def _cpu_of(pid: int) -> float:
 
 def processes_rate(
     plane: KubeControlPlane, seconds: float, concurrency: int, scalers: int, shards: int
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """``shards`` processes (``presage run --shards``; one plain process for 1): evaluations/s in all,
-    and CPU ms per evaluation summed over them."""
+    CPU ms per evaluation summed over them, and the largest process's RSS in MiB."""
     ports = free_ports(shards)
     procs = [
         subprocess.Popen(
@@ -182,7 +182,7 @@ def processes_rate(
         time.sleep(seconds)
         done = sum(_evaluations(p) for p in ports) - count
         cpu_ms = (sum(_cpu_of(p.pid) for p in procs) - cpu) * 1000 / done
-        return done / (time.monotonic() - start), cpu_ms
+        return done / (time.monotonic() - start), cpu_ms, max(rss_mib(p.pid) for p in procs)
     finally:
         for proc in procs:
             proc.terminate()
@@ -248,11 +248,11 @@ def main() -> None:
     print(f"ratio controller/baseline: {rate / base:.2f} (rate), {cpu_ms / base_cpu:.2f} (CPU per evaluation)")
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
     print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
-    for n, (shard_rate, shard_cpu) in sharded.items():
+    for n, (shard_rate, shard_cpu, rss) in sharded.items():
         what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
-        print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}")
+        print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}   RSS {rss:.0f} MiB per process")
     if sharded:
-        (one, _), (many, _) = sharded[1], sharded[args.shards]
+        (one, _, _), (many, _, _) = sharded[1], sharded[args.shards]
         print(f"{args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
     target = 10_000 / 60
     print(
