@@ -9,6 +9,7 @@ these declarations; nothing about a field is written twice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -254,6 +255,12 @@ def field_extra(info: Any) -> Extra:
     return extra.get("presage", Extra()) if isinstance(extra, dict) else Extra()
 
 
+@functools.cache
+def _declared_keys(model: type[BaseModel]) -> frozenset[str]:
+    """Every field name and alias of ``model`` (a fixed set per class, so computed once)."""
+    return frozenset(key for name, info in model.model_fields.items() for key in (name, info.alias))
+
+
 class APIModel(BaseModel):
     """Base of every API object and nested type: camelCase on the wire, rules checked on parse."""
 
@@ -273,9 +280,9 @@ class APIModel(BaseModel):
     def _prune_nulls(cls, data: Any) -> Any:
         """Drop declared fields set to null, as the API server prunes them before defaulting; a null
         under an undeclared key stays, to be refused as an unknown field like the API server does."""
-        if not isinstance(data, dict):
-            return data
-        declared = {key for name, info in cls.model_fields.items() for key in (name, info.alias)}
+        if not isinstance(data, dict) or not any(value is None for value in data.values()):
+            return data  # the common case, on every status read: nothing to prune, no copy
+        declared = _declared_keys(cls)
         return {key: value for key, value in data.items() if value is not None or key not in declared}
 
     @model_validator(mode="after")
