@@ -43,9 +43,12 @@ from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running
+from presage_scaler.controller.scalers import ScalerController
 from presage_scaler.engine.evaluator import evaluate
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.signals import PrometheusSignalSource
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.store import RecommendationStore
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.presage_cluster import install_crds, predictive_scaler, seasonal_backend
 from tests.harness.process import free_ports
@@ -190,6 +193,27 @@ def processes_rate(
             proc.wait(timeout=30)
 
 
+async def foreign_event_ms(obj: dict, events: int = 3000) -> tuple[float, float]:
+    """CPU ms per watch event of a scaler this replica does not evaluate (another shard's): decoding
+    the event line alone, and decoding plus the controller's handling (store, its kept copy). Every
+    replica handles one such event per evaluation another replica makes."""
+    controller = ScalerController(
+        None, RecommendationStore(), None, None, None, ScalerMetrics(), owns=lambda key: False
+    )  # only the watch side runs: no client, backend or Prometheus is called
+    lines = []
+    for version in range(1, events + 1):
+        obj["metadata"]["resourceVersion"] = str(version)
+        lines.append(json.dumps({"type": "MODIFIED", "object": obj}).encode())
+    start = time.process_time()
+    for line in lines:
+        json.loads(line)
+    decode = (time.process_time() - start) * 1000 / events
+    start = time.process_time()
+    for line in lines:
+        await controller.on_event("upsert", json.loads(line)["object"])
+    return decode, (time.process_time() - start) * 1000 / events
+
+
 async def baseline_rate(prom_url: str, seconds: float, concurrency: int) -> tuple[float, float]:
     backend = SeasonalNaive(season=timedelta(hours=1), cycles=2)
     pool = PrometheusClientPool()
@@ -237,6 +261,12 @@ def main() -> None:
 
         base, base_cpu = asyncio.run(baseline_rate(prom.url, min(args.seconds, 15.0), args.concurrency))
         rate, cpu_ms, memory = asyncio.run(controller_rate(plane, args.seconds, args.concurrency, args.scalers))
+        written = json.loads(
+            plane.kubectl(
+                "get", "predictivescaler", "s00000", "-n", NAMESPACE, "-o", "json", "--show-managed-fields"
+            ).stdout
+        )
+        decode_ms, handled_ms = asyncio.run(foreign_event_ms(written))
         sharded = {
             n: processes_rate(plane, args.seconds, args.concurrency, args.scalers, n)
             for n in ((1, args.shards) if args.shards > 1 else ())
@@ -248,6 +278,10 @@ def main() -> None:
     print(f"ratio controller/baseline: {rate / base:.2f} (rate), {cpu_ms / base_cpu:.2f} (CPU per evaluation)")
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
     print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
+    print(
+        f"another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "
+        f"handle, of which {decode_ms:.3f} ms decoding"
+    )
     for n, (shard_rate, shard_cpu, rss) in sharded.items():
         what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
         print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}   RSS {rss:.0f} MiB per process")
