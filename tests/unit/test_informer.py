@@ -60,23 +60,30 @@ async def _serve(server: ScriptedServer) -> tuple[web.AppRunner, int]:
     return runner, runner.addresses[0][1]
 
 
-async def test_gone_relists_and_reports_deletions():
+async def _play(handler, **options) -> tuple[ScriptedServer, Informer]:
+    """Run an informer with ``handler`` against the scripted server until the script is played out."""
     server = ScriptedServer()
     runner, port = await _serve(server)
+    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
+    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01, **options)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(server.done.wait(), 10)
+        assert not task.done(), "the informer stopped"
+    finally:
+        task.cancel()
+        await client.close()
+        await runner.cleanup()
+    return server, informer
+
+
+async def test_gone_relists_and_reports_deletions():
     seen: list[tuple[str, str, str]] = []
 
     async def handler(kind: str, obj: dict) -> None:
         seen.append((kind, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
 
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(server.done.wait(), 10)
-    finally:
-        task.cancel()
-        await client.close()
-        await runner.cleanup()
+    server, informer = await _play(handler)
 
     assert server.watch_versions[:2] == ["10", "30"]  # resumed from the relist's version
     assert seen == [
@@ -93,8 +100,6 @@ async def test_gone_relists_and_reports_deletions():
 
 async def test_a_handler_that_raises_on_one_object_does_not_stop_the_watch():
     # What a tenant's CR can make a handler raise (an overflow, a recursion, a bug) stays with that object.
-    server = ScriptedServer()
-    runner, port = await _serve(server)
     seen: list[str] = []
     failures = {"a": OverflowError("date value out of range"), "c": RecursionError("too deep")}
 
@@ -104,16 +109,7 @@ async def test_a_handler_that_raises_on_one_object_does_not_stop_the_watch():
             raise failures[name]
         seen.append(f"{kind} {name}")
 
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(server.done.wait(), 10)
-        assert not task.done(), "the informer stopped"
-    finally:
-        task.cancel()
-        await client.close()
-        await runner.cleanup()
+    server, informer = await _play(handler)
 
     # Every other event was delivered, the watch resumed after the relist, and each failure was counted.
     assert seen == ["upsert b", "delete b", "delete c"]
@@ -123,22 +119,12 @@ async def test_a_handler_that_raises_on_one_object_does_not_stop_the_watch():
 
 
 async def test_an_identity_only_cache_keeps_names_and_versions_and_hands_over_whole_objects():
-    server = ScriptedServer()
-    runner, port = await _serve(server)
     seen: list[tuple[str, dict]] = []
 
     async def handler(kind: str, obj: dict) -> None:
         seen.append((kind, obj))
 
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01, cache_as=identity_only)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(server.done.wait(), 10)
-    finally:
-        task.cancel()
-        await client.close()
-        await runner.cleanup()
+    _, informer = await _play(handler, cache_as=identity_only)
 
     assert informer.cache == {
         ("ns", "a"): {
