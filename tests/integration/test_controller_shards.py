@@ -9,8 +9,11 @@ import signal
 import time
 
 import pytest
+import yaml
 
+from presage_scaler.controller.app import ControllerOptions, running
 from presage_scaler.controller.shards import shard_of
+from tests.harness.helm import CHART, Helm, ensure_helm
 from tests.harness.presage_cluster import (
     apply,
     controller_process,
@@ -130,3 +133,67 @@ async def test_replicas_split_the_shards_and_a_killed_owners_shard_moves(
     assert set(_holders(cluster, kube_namespace).values()) == {""}
     leases = cluster.kubectl("get", "leases", "-n", kube_namespace, "-o", "name").stdout
     assert f"lease.coordination.k8s.io/presage-scaler-member-{survivor}-" not in leases
+
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+async def test_the_charts_sharded_rbac_grants_what_sharding_calls(
+    cluster, kube_namespace, backend_name, prometheus_factory, tmp_path
+):
+    """The chart rendered with shards: 2 (under another name, beside the manifests' presage-scaler),
+    its RBAC applied, and a sharded controller running with that ServiceAccount's own token: shard
+    and membership Leases are created, renewed, listed and deleted without a 403."""
+    name = "presage-sharded"
+    helm = Helm(ensure_helm(), tmp_path / "helm")
+    rendered = helm(
+        "template",
+        "presage",
+        str(CHART),
+        "--namespace=presage-system",
+        f"--set=scaler.name={name}",
+        "--set=scaler.leaderElection.shards=2",
+    ).stdout
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "presage-system"}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace))  # as the install does; kept if there
+    rbac = [obj for obj in yaml.safe_load_all(rendered) if obj and obj["kind"] in RBAC_KINDS]
+    for obj in rbac:
+        cluster.kubectl("apply", "-n", "presage-system", "-f", "-", input=json.dumps(obj))
+    try:
+        await _run_sharded_with_its_token(cluster, kube_namespace, backend_name, prometheus_factory, name)
+    finally:
+        for obj in rbac:
+            cluster.kubectl("delete", "-n", "presage-system", "-f", "-", input=json.dumps(obj), check=False)
+
+
+async def _run_sharded_with_its_token(cluster, kube_namespace, backend_name, prometheus_factory, name) -> None:
+    token = cluster.service_account_token("presage-system", name)
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="2s"), kube_namespace)
+    options = ControllerOptions(
+        kubeconfig=cluster.kubeconfig_for_token(token),
+        namespaces=(kube_namespace,),
+        grpc_port=0,
+        http_port=0,
+        lease_namespace="presage-system",
+        lease_name=name,
+        shards=SHARDS,
+        retry_period=0.5,
+        probe_period=2,
+    )
+    async with running(options) as app:
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: _generated_at(o) is not None,
+            what="a recommendation written by the sharded controller with the chart's RBAC",
+        )
+        assert app.leading and app.elector.held() == [0, 1]  # alone, it holds both shards
+        leases = cluster.kubectl("get", "leases", "-n", "presage-system", "-o", "name").stdout
+        assert f"lease.coordination.k8s.io/{name}-member-" in leases  # created, and listed to count
+    leases = cluster.kubectl("get", "leases", "-n", "presage-system", "-o", "name").stdout
+    assert f"lease.coordination.k8s.io/{name}-member-" not in leases  # deleted on a clean exit
+    holders = {
+        get(cluster, "lease", f"{name}-shard-{s}", "presage-system")["spec"].get("holderIdentity") for s in (0, 1)
+    }
+    assert holders <= {"", None}  # released
