@@ -39,12 +39,12 @@ async def test_any_body_gets_a_documented_answer(body: bytes) -> None:
 @FUZZ
 @given(
     uid=st.text(min_size=1, max_size=MAX_NAME_CHARS),
-    extra=st.dictionaries(st.text(max_size=10).filter(lambda k: k not in REVIEW["request"]), json_values(), max_size=3),
+    extra=st.dictionaries(st.text(max_size=10).filter(lambda k: k not in FULL["request"]), json_values(), max_size=3),
     base=st.sampled_from([REVIEW, FULL]),
 )
 async def test_a_valid_review_is_answered_with_its_uid(uid: str, extra: dict[str, Any], base: dict[str, Any]) -> None:
     # Newer Agones versions add fields presage does not know (whatever they hold, lone surrogates
-    # included); any uid is echoed.
+    # included); any uid is echoed. The fields it does know (FULL's, labels among them) are checked.
     review = copy.deepcopy(base)
     review["request"].update(extra, uid=uid)
     body = json.dumps(review).encode()
@@ -80,3 +80,12 @@ async def test_the_limit_holds_however_the_body_is_chunked(size: int, cuts: list
     status, content = await post(chunks())
     assert status == (200 if size <= MAX_BODY_BYTES else 413), content
     assert_documented_answer(body, status, content)
+
+
+async def test_known_fields_of_the_wrong_type_are_refused_by_name() -> None:
+    for key, value in (("labels", []), ("annotations", {"a": 1}), ("labels", "app=arena")):
+        review = copy.deepcopy(REVIEW)
+        review["request"][key] = value
+        status, content = await post(json.dumps(review).encode())
+        assert status == 400, (key, value)
+        assert f"request.{key} must be an object of strings".encode() in content
