@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from presage_scaler.clients.kube.client import ApiError, Conflict, KubeClient, NotFound
-from presage_scaler.clients.kube.leader import LEASES, LeaderElector
+from presage_scaler.clients.kube.leader import LEASES, LeaderElector, micro_time
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,6 @@ def member_lease_name(base: str, identity: str) -> str:
     readable = re.sub(r"[^a-z0-9-]+", "-", identity.lower()).strip("-")[:40] or "replica"
     digest = hashlib.blake2b(identity.encode(), digest_size=4).hexdigest()
     return f"{base}-member-{readable}-{digest}"
-
-
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Membership:
@@ -106,11 +102,11 @@ class Membership:
                     "namespace": self._namespace,
                     "labels": {MEMBERSHIP_LABEL: self._base},
                 },
-                "spec": {**spec, "renewTime": _micro_time()},
+                "spec": {**spec, "renewTime": micro_time(datetime.now(UTC))},
             }
             await self._client.create(LEASES, self._namespace, body)
             return
-        lease["spec"] = {**lease.get("spec", {}), **spec, "renewTime": _micro_time()}
+        lease["spec"] = {**lease.get("spec", {}), **spec, "renewTime": micro_time(datetime.now(UTC))}
         with contextlib.suppress(Conflict):  # renewed again next round
             await self._client.replace(LEASES, self._namespace, self._name, lease)
 

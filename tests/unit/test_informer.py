@@ -1,4 +1,5 @@
-"""Informer logic against a scripted local HTTP server: 410 relists and reports what was deleted meanwhile."""
+"""Informer logic against a scripted HTTP server on a loopback socket (tests/harness/local_http.py):
+410 relists and reports what was deleted meanwhile."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from aiohttp import web
 from presage_scaler.clients.kube.client import KubeClient, Resource
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.informer import Informer, identity_only
+from tests.harness.local_http import serving
 
 THINGS = Resource("example.com", "v1", "things", True, "Thing")
 
@@ -50,30 +52,19 @@ class ScriptedServer:
         return web.json_response(self.lists.pop(0))
 
 
-async def _serve(server: ScriptedServer) -> tuple[web.AppRunner, int]:
-    app = web.Application()
-    app.router.add_get(THINGS.path("ns"), server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, runner.addresses[0][1]
-
-
 async def _play(handler, **options) -> tuple[ScriptedServer, Informer]:
     """Run an informer with ``handler`` against the scripted server until the script is played out."""
     server = ScriptedServer()
-    runner, port = await _serve(server)
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01, **options)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(server.done.wait(), 10)
-        assert not task.done(), "the informer stopped"
-    finally:
-        task.cancel()
-        await client.close()
-        await runner.cleanup()
+    async with serving(server.handle) as url:
+        client = KubeClient(KubeConfig(server=url))
+        informer = Informer(client, THINGS, handler, ["ns"], max_backoff=0.01, **options)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(server.done.wait(), 10)
+            assert not task.done(), "the informer stopped"
+        finally:
+            task.cancel()
+            await client.close()
     return server, informer
 
 

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 
 
-def _micro_time(now: datetime) -> str:
+def micro_time(now: datetime) -> str:
+    """A Lease's MicroTime (``acquireTime``, ``renewTime``): UTC, microseconds, ``Z``."""
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -117,7 +118,7 @@ class LeaderElector:
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.lease_duration)),
             "acquireTime": acquire_time,
-            "renewTime": _micro_time(self._clock()),
+            "renewTime": micro_time(self._clock()),
             "leaseTransitions": transitions,
         }
 
@@ -131,7 +132,7 @@ class LeaderElector:
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(_micro_time(self._clock()), 0),
+                "spec": self._spec(micro_time(self._clock()), 0),
             }
             try:
                 await self._client.create(LEASES, self.namespace, body)
@@ -153,9 +154,9 @@ class LeaderElector:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
-            acquire_time = spec.get("acquireTime") or _micro_time(self._clock())
+            acquire_time = spec.get("acquireTime") or micro_time(self._clock())
         else:
-            acquire_time, transitions = _micro_time(self._clock()), transitions + 1
+            acquire_time, transitions = micro_time(self._clock()), transitions + 1
         lease["spec"] = self._spec(acquire_time, transitions)
         try:
             updated = await self._client.replace(LEASES, self.namespace, self.name, lease)
