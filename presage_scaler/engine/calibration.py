@@ -22,10 +22,24 @@ Scale
 Score
     ``s(o) = (M(o) - ρ(o)) / σ(o)``, for the past origins whose window has been observed: at most
     MAX_FORECASTS, one every SPAN / MAX_FORECASTS (at least one step) over the last SPAN.
+Same time yesterday
+    ``a``: the score of the forecast made one day before the current one (origin ``n - D``, ``D`` =
+    ANALOG in steps; the hindcast grid always holds it, a recorded forecast counts when its origin
+    is less than ``w`` steps from it). Forecast errors recur at the time of day (a nightly job, a
+    morning rush the seasonal profile under-forecasts), and a quantile of all the day's errors
+    spends its misses exactly there.
 Forecast
-    ``Q_q = ρ(n) + σ(n) · s_(k)`` with ``s_(k)`` the ``k``-th smallest of the ``m`` scores and
-    ``k = ⌈(m + 1)·q⌉`` (the largest score when ``k > m``), clipped at 0 when the history is
-    non-negative. Higher ``q``, higher rank: the quantiles never cross.
+    ``Q_q = ρ(n) + σ(n) · t_q``, clipped at 0 when the history is non-negative, with ``s(p)`` the
+    ``⌈(m + 1)·p⌉``-th smallest of the ``m`` scores (the smallest when that rank is below 1, the
+    largest above ``m``). Without ``a`` (less than a day of history, or no recorded forecast near
+    it), ``t_q = s(q)``: the conformal quantile. With it, a miss yesterday beyond all but the
+    largest ``1 - T`` of the day's errors (``a ≥ s(T)``, ``T`` = ANALOG_RANK) is expected again:
+    ``t_q = max(a, s(L_q))``; otherwise ``t_q = s(L_q)``. ``L_q`` is what makes the rule cover
+    exactly ``q`` where errors do not depend on the time of day (``a`` then falls in the top
+    ``1 - T`` with probability ``1 - T``, and covers a new error with probability ``(1 + T) / 2``):
+    ``L_q = (q - (1 - T²)/2) / T`` up to ``q = (1 + T²)/2``, ``√(2q - 1)`` above it, and 0 for the
+    levels below ``(1 - T²)/2``, which then cover a little more than ``q``. At 0.9, ``L_q`` is
+    0.896. ``L_q`` grows with ``q``: the quantiles never cross.
 
 After its first day the realised window maximum is at or below ``Q_q`` a fraction ``q`` of the time,
 to within how much the errors change from one day to the next; backtests and ``status.shadow``
@@ -63,6 +77,13 @@ quantiles in use, few enough to store in status and to recompute at every evalua
 
 MIN_SCORES = 12
 """Fewer scores than this are not trusted: the backend's own band is used instead."""
+
+ANALOG = timedelta(days=1)
+"""How far back the window whose errors weigh most lies: the same time the day before."""
+
+ANALOG_RANK = 0.95
+"""A miss the day before at this time counts when it is beyond this quantile of the day's errors: one
+window in twenty where errors do not recur by time of day, so the band moves little there."""
 
 SCALE_WINDOW = timedelta(minutes=15)
 """The span whose noise level normalises a score."""
@@ -179,13 +200,21 @@ def _spacing(step: timedelta) -> int:
     return max(1, math.floor(SPAN / MAX_FORECASTS / step + 0.5))
 
 
+def _analog(step: timedelta) -> int:
+    """ANALOG in steps of the signal."""
+    return max(1, round(ANALOG / step))
+
+
 def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
     """The past forecasts a backend is asked for with a forecast from ``n`` points: one every
     SPAN / MAX_FORECASTS (at least one step), back from the newest whose window has been observed,
-    over the last SPAN, newest first."""
+    over the last SPAN, and the one from the same time the day before (``n - D``), newest first."""
     spacing = _spacing(step)
     count = min(MAX_FORECASTS, max(1, SPAN // step) // spacing + 1)
     origins = (n - window) - spacing * np.arange(count)
+    analog = n - _analog(step)
+    if analog + window <= n and not (origins == analog).any():
+        origins = np.sort(np.append(origins, analog))[::-1]
     return HindcastRequest(window=window, origins=origins[origins >= 1])
 
 
@@ -226,9 +255,28 @@ def _realised(values: np.ndarray, origins: np.ndarray, windows: np.ndarray) -> n
     return realised
 
 
-def _rank(count: int, level: float) -> int:
-    """The conformal rank ⌈(m + 1)·q⌉ among ``count`` scores (1-based), at most ``count``."""
-    return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE)))
+def base_level(quantile: float) -> float:
+    """``L_q`` (module docstring): the level of the day's errors sized to when yesterday's miss at
+    this time is not expected again."""
+    rank = ANALOG_RANK
+    if quantile <= (1 + rank * rank) / 2:
+        return max(0.0, (quantile - (1 - rank * rank) / 2) / rank)
+    return math.sqrt(2 * quantile - 1)
+
+
+def _score_quantiles(scores: np.ndarray, analog: float | None, levels: Sequence[float]) -> dict[float, float]:
+    """``t_q`` of each level (module docstring)."""
+    count = len(scores)
+
+    def rank(level: float) -> int:
+        return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE)))
+
+    ranks = {level: rank(level if analog is None else base_level(level)) for level in levels}
+    extreme = rank(ANALOG_RANK)
+    ordered = np.partition(scores, sorted({r - 1 for r in ranks.values()} | {extreme - 1}))
+    if analog is None or analog < ordered[extreme - 1]:
+        return {level: float(ordered[r - 1]) for level, r in ranks.items()}
+    return {level: max(analog, float(ordered[r - 1])) for level, r in ranks.items()}
 
 
 @dataclass(frozen=True)
@@ -299,6 +347,15 @@ def _scales(
     return sigma[: len(scored.origins)], now
 
 
+def _analog_score(scores: np.ndarray, offsets: np.ndarray, window: int) -> float | None:
+    """``a``: the score whose origin is nearest the same time the day before (``offsets`` from it),
+    if one is less than ``window`` steps from it."""
+    if not len(offsets):
+        return None
+    nearest = int(np.argmin(np.abs(offsets)))
+    return float(scores[nearest]) if abs(int(offsets[nearest])) < window else None
+
+
 def window_forecasts(
     series: np.ndarray,
     step: timedelta,
@@ -320,6 +377,7 @@ def window_forecasts(
         scores = (_realised(values, scored.origins, scored.windows) - scored.references) / past_scales
     low = min(b for b, _ in spans)
     negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
+    same_time = _analog(step)
     results = []
     for (begin, end), forecast, (first, last), sigma in zip(spans, forecasts, scored.bounds, scales, strict=True):
         reference = float(np.max(forecast.point[:window]))
@@ -327,13 +385,13 @@ def window_forecasts(
             own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
             results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
             continue
-        count = last - first
-        ordered = np.partition(scores[first:last], sorted({_rank(count, level) - 1 for level in levels}))
+        analog = _analog_score(scores[first:last], scored.origins[first:last] - (end - same_time), window)
         floor = 0.0 if negatives[end - low] == negatives[begin - low] else -math.inf
         quantiles = {
-            level: max(floor, reference + float(sigma) * float(ordered[_rank(count, level) - 1])) for level in levels
+            level: max(floor, reference + float(sigma) * score)
+            for level, score in _score_quantiles(scores[first:last], analog, levels).items()
         }
-        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=count))
+        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=last - first))
     return results
 
 

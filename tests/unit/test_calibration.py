@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from presage_scaler.backends.base import Forecast, ForecastRequest, Hindcast, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.engine.calibration import (
+    ANALOG_RANK,
     MAX_FORECASTS,
     MAX_RECORDS,
     MIN_SCORES,
@@ -22,6 +23,7 @@ from presage_scaler.engine.calibration import (
     PastForecast,
     SignalForecasts,
     answered,
+    base_level,
     calibrate,
     hindcast_request,
     remember,
@@ -130,6 +132,51 @@ def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_err
     assert window.reference == 50.0
 
 
+def scored_day(analog_error: float) -> tuple[np.ndarray, Forecast]:
+    """A day and a half alternating 10 and 12 (noise 2 everywhere) and 25 past forecasts: 24 whose
+    errors are 0, 1, … 23, and the one from the same time the day before with ``analog_error``."""
+    values = np.tile([10.0, 12.0], 1000)
+    n = len(values)
+    origins = np.append(np.arange(n - 3 - 10 * 23, n - 2, 10), n - DAY)
+    errors = np.append(np.arange(24, dtype=np.float64), analog_error)
+    references = np.array([values[o : o + 3].max() for o in origins]) - errors
+    return values, forecast_with(references, origins, 50.0)
+
+
+def window_of(values: np.ndarray, forecast: Forecast) -> dict[float, float]:
+    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    assert window.scores == 25
+    return window.quantiles
+
+
+def test_a_miss_the_day_before_at_this_time_is_expected_again():
+    # Scores are errors / 2. Yesterday's 40 / 2 = 20 is beyond s(0.95), the 25th of 25 scores
+    # (⌈26·0.95⌉ = 25 is the largest, which it is), so every level is sized to at least it.
+    quantiles = window_of(*scored_day(40.0))
+    assert base_level(0.9) == pytest.approx(0.8961, abs=1e-4)
+    assert quantiles[0.9] == pytest.approx(50.0 + 2 * 20.0)
+    assert quantiles[0.5] == pytest.approx(50.0 + 2 * 20.0)
+
+
+def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower():
+    # Yesterday's error 5 (score 2.5) is ordinary: t_q = s(L_q), ranks ⌈26·0.896⌉ = 24 and
+    # ⌈26·0.475⌉ = 13 among the scores 0, 0.5, … 11.5 and 2.5 (the plain q0.9 would be rank 24 too).
+    quantiles = window_of(*scored_day(5.0))
+    ranked = np.sort(np.append(np.arange(24) / 2, 2.5))
+    assert quantiles[0.9] == pytest.approx(50.0 + 2 * ranked[23])
+    assert quantiles[0.5] == pytest.approx(50.0 + 2 * ranked[12])
+
+
+@given(level=st.floats(min_value=0.01, max_value=0.999))
+def test_property_the_rule_covers_exactly_the_level_where_errors_do_not_recur(level):
+    """Where yesterday's error is exchangeable with the others, a ≥ s(T) happens with probability
+    1 − T and then covers with probability (1 + T)/2; otherwise s(L) covers with probability L."""
+    low, top = base_level(level), ANALOG_RANK
+    covers = top * low + (1 - top) * (1 + top) / 2 if low <= top else (1 + low * low) / 2
+    assert covers == pytest.approx(max(level, (1 - top * top) / 2), abs=1e-9)
+    assert base_level(min(0.9999, level + 0.001)) >= low
+
+
 def test_too_few_scores_fall_back_to_the_backends_own_band():
     values = np.tile([10.0, 12.0], 100)
     origins = np.arange(100, 100 + 10 * (MIN_SCORES - 1), 10)
@@ -163,14 +210,22 @@ def test_property_quantiles_are_finite_ordered_and_non_negative_for_demand(value
 # --- where the past forecasts come from ------------------------------------------------------------
 
 
-def test_the_hindcast_grid_covers_the_last_day_every_ten_minutes_newest_first():
+def test_the_hindcast_grid_covers_the_last_day_every_ten_minutes_and_the_same_time_yesterday_newest_first():
     request = hindcast_request(20160, 6, MINUTE)
     assert request.window == 6
-    assert len(request.origins) == MAX_FORECASTS
     assert request.origins[0] == 20160 - 6
-    assert set(np.diff(request.origins).tolist()) == {-10}
+    assert np.all(np.diff(request.origins) < 0)
+    yesterday = 20160 - DAY
+    grid = request.origins[request.origins != yesterday]
+    assert len(grid) == MAX_FORECASTS
+    assert set(np.diff(grid).tolist()) == {-10}
+    assert yesterday in request.origins and yesterday not in grid
     assert request.origins[-1] >= 20160 - 6 - SPAN // MINUTE
     assert hindcast_request(30, 6, MINUTE).origins.min() >= 1
+    # Where the grid already holds it (a coarse step), it is not asked for twice.
+    coarse = hindcast_request(2000, 2, timedelta(minutes=30))
+    assert len(set(coarse.origins.tolist())) == len(coarse.origins)
+    assert 2000 - 48 in coarse.origins
 
 
 def test_recorded_forecasts_are_thinned_expired_and_bounded():
