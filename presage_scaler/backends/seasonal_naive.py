@@ -345,26 +345,24 @@ class SeasonalNaive:
             negatives = np.concatenate(([0], np.cumsum(values[begins.min() : ends.max()] < 0)))
             demand = negatives[ends - begins.min()] == negatives[begins - begins.min()]
             spans_used = _band_spans(path, ends - begins)
-            for used in np.unique(spans_used).tolist():
-                rows = np.flatnonzero(spans_used == used)
-                offsets, method = self._bands(values, begins[rows], ends[rows], used, path, horizon, np.array(levels))
-                bands = points[rows, np.newaxis, :] + offsets
-                np.maximum(bands, 0.0, out=bands, where=demand[rows, np.newaxis, np.newaxis])
-                for row, band in zip(rows.tolist(), bands, strict=True):
-                    notes = self._notes(int(ends[row] - begins[row]), step, path, used)
-                    answer = None
-                    hindcast = requests[members[row]].hindcast
-                    if hindcast is not None:
-                        references = np.full(len(hindcast.origins), np.nan)
-                        references[past.asked[row]] = peaks[slice(*past.bounds[row])]
-                        answer = Hindcast(origins=hindcast.origins, references=references)
-                    results[members[row]] = Forecast(
-                        point=points[row],
-                        quantiles={level: band[k] for k, level in enumerate(levels)},
-                        method=method,
-                        notes=tuple(season_notes + notes),
-                        hindcast=answer,
-                    )
+            offsets, method = self._bands(values, begins, ends, spans_used, path, horizon, np.array(levels))
+            bands = points[:, np.newaxis, :] + offsets
+            np.maximum(bands, 0.0, out=bands, where=demand[:, np.newaxis, np.newaxis])
+            for row, (band, used) in enumerate(zip(bands, spans_used.tolist(), strict=True)):
+                notes = self._notes(int(ends[row] - begins[row]), step, path, used)
+                answer = None
+                hindcast = requests[members[row]].hindcast
+                if hindcast is not None:
+                    references = np.full(len(hindcast.origins), np.nan)
+                    references[past.asked[row]] = peaks[slice(*past.bounds[row])]
+                    answer = Hindcast(origins=hindcast.origins, references=references)
+                results[members[row]] = Forecast(
+                    point=points[row],
+                    quantiles={level: band[k] for k, level in enumerate(levels)},
+                    method=method,
+                    notes=tuple(season_notes + notes),
+                    hindcast=answer,
+                )
         return [results[i] for i in range(len(requests))]
 
     def _bands(
@@ -372,13 +370,14 @@ class SeasonalNaive:
         values: np.ndarray,
         begins: np.ndarray,
         ends: np.ndarray,
-        used: int,
+        used: np.ndarray,
         path: _Path,
         horizon: int,
         levels: np.ndarray,
     ) -> tuple[np.ndarray, str]:
         """Band offsets (``rows × levels × horizon`` or ``× 1``) of the histories ``values[begin:end]``,
-        each from its last ``used`` residuals (or changes), and the method that made them."""
+        each from its last ``used`` residuals (or changes; one count per history), and the method that
+        made them."""
         if isinstance(path, _RecentLevelPath):
             return _recent_level_bands(values, ends, used, horizon, levels), RECENT_LEVEL
         offsets = _seasonal_bands(values, begins, ends, used, path.season, path.cycles, levels)
@@ -471,53 +470,79 @@ def _band_spans(path: _Path, lengths: np.ndarray) -> np.ndarray:
     return np.minimum(lengths - path.season, window)
 
 
+def _last_positions(ends: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``counts[r]`` positions before ``ends[r]``, right-aligned in a matrix as wide as
+    the largest count, and which entries are real; the rest repeat ``ends[r] - 1``."""
+    width = int(counts.max()) if len(counts) else 0
+    columns = np.arange(width)
+    real = columns >= (width - counts)[:, np.newaxis]
+    positions = np.where(real, ends[:, np.newaxis] - width + columns, ends[:, np.newaxis] - 1)
+    return positions, real
+
+
 def _seasonal_bands(
     values: np.ndarray,
     begins: np.ndarray,
     ends: np.ndarray,
-    used: int,
+    used: np.ndarray,
     season_steps: int,
     cycles: int,
     levels: np.ndarray,
 ) -> np.ndarray:
-    """Unwidened band offsets (``rows × levels × 1``) of the seasonal path, from the last ``used``
+    """Unwidened band offsets (``rows × levels × 1``) of the seasonal path, from the last ``used[r]``
     plain residuals of each history ``values[begin:end]``."""
     s = season_steps
-    positions = ends[:, np.newaxis] - used + np.arange(used)
+    positions, real = _last_positions(ends, used)
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
     lagged = np.zeros(positions.shape)
     for k in range(1, cycles + 1):
         lag = values[np.maximum(positions - k * s, 0)]
         lagged += lag if (counts >= k).all() else np.where(k <= counts, lag, 0.0)
     residuals = values[positions] - lagged / counts
-    return _empirical_quantiles(residuals, levels)[:, :, np.newaxis]
+    return _empirical_quantiles(residuals, levels, used, real)[:, :, np.newaxis]
 
 
 def _recent_level_bands(
-    values: np.ndarray, ends: np.ndarray, used: int, horizon: int, levels: np.ndarray
+    values: np.ndarray, ends: np.ndarray, used: np.ndarray, horizon: int, levels: np.ndarray
 ) -> np.ndarray:
-    """Band offsets (``rows × levels × horizon``) of the recent-level path, from the last ``used``
+    """Band offsets (``rows × levels × horizon``) of the recent-level path, from the last ``used[r]``
     step-to-step changes of each history ending at ``ends`` (none: a single point, no band)."""
-    if used == 0:
-        return np.zeros((len(ends), len(levels), horizon))
-    changes = np.diff(values[ends[:, np.newaxis] - used - 1 + np.arange(used + 1)], axis=1)
-    spread = np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
-    symmetric = np.concatenate((changes, -changes), axis=1)
-    return _empirical_quantiles(symmetric, levels)[:, :, np.newaxis] * spread
+    bands = np.zeros((len(ends), len(levels), 1))
+    some = used > 0
+    if some.any():
+        positions, real = _last_positions(ends[some], used[some] + 1)
+        changes = np.diff(values[positions], axis=1)
+        real = real[:, :-1]  # change j is real where its first point is
+        symmetric = np.concatenate((changes, -changes), axis=1)
+        both = np.concatenate((real, real), axis=1)
+        bands[some] = _empirical_quantiles(symmetric, levels, 2 * used[some], both)[:, :, np.newaxis]
+    return bands * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
 
 
-def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray) -> np.ndarray:
+def _empirical_quantiles(
+    samples: np.ndarray, levels: np.ndarray, sizes: np.ndarray | None = None, real: np.ndarray | None = None
+) -> np.ndarray:
     """Type-7 (linear) empirical quantiles of each row of ``samples`` at ascending ``levels``
-    (``rows × levels``), made non-decreasing.
+    (``rows × levels``), made non-decreasing; with ``sizes``, row ``r`` holds ``sizes[r]`` samples
+    where ``real`` says (at least one per row).
 
-    Same numbers as ``np.quantile``, selecting only the order statistics needed instead of sorting.
+    Same numbers as ``np.quantile``: rows of one size select only the order statistics needed,
+    rows of several sizes are sorted.
     """
-    rows, size = samples.shape
+    rows, width = samples.shape
     if not levels.size:
         return np.zeros((rows, 0))
-    position = levels * (size - 1)
-    below = np.floor(position).astype(np.intp)
-    above = np.minimum(below + 1, size - 1)
-    ordered = np.partition(samples, np.concatenate((below, above)), axis=1)
-    values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
+    if sizes is None or real is None or bool((sizes == width).all()):
+        position = levels * (width - 1)
+        below = np.floor(position).astype(np.intp)
+        above = np.minimum(below + 1, width - 1)
+        ordered = np.partition(samples, np.concatenate((below, above)), axis=1)
+        values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
+    else:
+        ordered = np.sort(np.where(real, samples, np.inf), axis=1)
+        position = levels * (sizes[:, np.newaxis] - 1)
+        below = np.floor(position).astype(np.intp)
+        above = np.minimum(below + 1, sizes[:, np.newaxis] - 1)
+        low = np.take_along_axis(ordered, below, axis=1)
+        values = low + (position - below) * (np.take_along_axis(ordered, above, axis=1) - low)
     return np.maximum.accumulate(values, axis=1)

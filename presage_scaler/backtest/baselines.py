@@ -105,6 +105,14 @@ class ReactivePolicy:
     min_replicas: int
     max_replicas: int
     _recent: deque[tuple[int, int]] = field(default_factory=deque, init=False, repr=False)
+    """The recommendations of the stabilization window that a later one may still fall to, as
+    (step, count) with the counts decreasing: the first is the window's highest."""
+    _window: int = field(init=False, repr=False)
+    """Steps a recommendation stays in the stabilization window: the fewest ``k`` with
+    ``k × step ≥ HPA_SCALE_DOWN_STABILIZATION``."""
+
+    def __post_init__(self) -> None:
+        self._window = -(-HPA_SCALE_DOWN_STABILIZATION // self.step)
 
     def decide(self, step: int, current: int) -> int:
         seen = max(float(self.observed[step]), 0.0)
@@ -113,10 +121,13 @@ class ReactivePolicy:
             raw = current
         else:
             raw = math.ceil(wanted / self.per_replica)
-        self._recent.append((step, raw))
-        while (step - self._recent[0][0]) * self.step >= HPA_SCALE_DOWN_STABILIZATION:
-            self._recent.popleft()
-        return clamp(max(r for _, r in self._recent), self.min_replicas, self.max_replicas)
+        recent = self._recent
+        while recent and recent[-1][1] <= raw:
+            recent.pop()
+        recent.append((step, raw))
+        while step - recent[0][0] >= self._window:
+            recent.popleft()
+        return clamp(recent[0][1], self.min_replicas, self.max_replicas)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ reported as uncalibrated.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -209,13 +210,21 @@ def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
     """The past forecasts a backend is asked for with a forecast from ``n`` points: one every
     SPAN / MAX_FORECASTS (at least one step), back from the newest whose window has been observed,
     over the last SPAN, and the one from the same time the day before (``n - D``), newest first."""
+    origins = n - _hindcast_offsets(window, step)
+    return HindcastRequest(window=window, origins=origins[origins >= 1])
+
+
+@functools.lru_cache(maxsize=64)
+def _hindcast_offsets(window: int, step: timedelta) -> np.ndarray:
+    """How far back of ``n`` :func:`hindcast_request`'s origins lie, increasing (read-only: shared)."""
     spacing = _spacing(step)
     count = min(MAX_FORECASTS, max(1, SPAN // step) // spacing + 1)
-    origins = (n - window) - spacing * np.arange(count)
-    analog = n - _analog(step)
-    if analog + window <= n and not (origins == analog).any():
-        origins = np.sort(np.append(origins, analog))[::-1]
-    return HindcastRequest(window=window, origins=origins[origins >= 1])
+    offsets = window + spacing * np.arange(count)
+    analog = _analog(step)
+    if analog >= window and not (offsets == analog).any():
+        offsets = np.sort(np.append(offsets, analog))
+    offsets.flags.writeable = False
+    return offsets
 
 
 def _located(records: Sequence[PastForecast], n: int, newest: datetime, step: timedelta) -> PastReferences:
@@ -264,19 +273,25 @@ def base_level(quantile: float) -> float:
     return math.sqrt(2 * quantile - 1)
 
 
-def _score_quantiles(scores: np.ndarray, analog: float | None, levels: Sequence[float]) -> dict[float, float]:
-    """``t_q`` of each level (module docstring)."""
-    count = len(scores)
+def _score_quantiles(scores: np.ndarray, offsets: np.ndarray, window: int, levels: Sequence[float]) -> np.ndarray:
+    """``t_q`` (module docstring) of forecasts with the same number of scores, one per row of
+    ``scores`` (``forecasts × levels``); ``offsets`` are the scores' origins relative to the same time
+    the day before, so ``a`` is the score nearest it, if less than ``window`` steps from it."""
+    count = scores.shape[1]
 
     def rank(level: float) -> int:
         return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE)))
 
-    ranks = {level: rank(level if analog is None else base_level(level)) for level in levels}
-    extreme = rank(ANALOG_RANK)
-    ordered = np.partition(scores, sorted({r - 1 for r in ranks.values()} | {extreme - 1}))
-    if analog is None or analog < ordered[extreme - 1]:
-        return {level: float(ordered[r - 1]) for level, r in ranks.items()}
-    return {level: max(analog, float(ordered[r - 1])) for level, r in ranks.items()}
+    plain = np.array([rank(level) - 1 for level in levels], dtype=np.intp)
+    based = np.array([rank(base_level(level)) - 1 for level in levels], dtype=np.intp)
+    extreme = rank(ANALOG_RANK) - 1
+    ordered = np.partition(scores, sorted({*plain.tolist(), *based.tolist(), extreme}), axis=1)
+    nearest = np.argmin(np.abs(offsets), axis=1)[:, np.newaxis]
+    known = np.abs(np.take_along_axis(offsets, nearest, axis=1)) < window
+    analog = np.take_along_axis(scores, nearest, axis=1)
+    beyond = known & (analog >= ordered[:, [extreme]])
+    sized = np.where(beyond, np.maximum(analog, ordered[:, based]), ordered[:, based])
+    return np.where(known, sized, ordered[:, plain])
 
 
 @dataclass(frozen=True)
@@ -347,15 +362,6 @@ def _scales(
     return sigma[: len(scored.origins)], now
 
 
-def _analog_score(scores: np.ndarray, offsets: np.ndarray, window: int) -> float | None:
-    """``a``: the score whose origin is nearest the same time the day before (``offsets`` from it),
-    if one is less than ``window`` steps from it."""
-    if not len(offsets):
-        return None
-    nearest = int(np.argmin(np.abs(offsets)))
-    return float(scores[nearest]) if abs(int(offsets[nearest])) < window else None
-
-
 def window_forecasts(
     series: np.ndarray,
     step: timedelta,
@@ -377,21 +383,28 @@ def window_forecasts(
         scores = (_realised(values, scored.origins, scored.windows) - scored.references) / past_scales
     low = min(b for b, _ in spans)
     negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
-    same_time = _analog(step)
+    counts = np.array([last - first for first, last in scored.bounds])
+    firsts = np.array([first for first, _ in scored.bounds])
+    yesterday = np.array([end for _, end in spans]) - _analog(step)
+    chosen = np.zeros((len(spans), len(levels)))
+    for count in np.unique(counts[counts > 0]).tolist():
+        these = np.flatnonzero(counts == count)
+        rows = firsts[these, np.newaxis] + np.arange(count)
+        offsets = scored.origins[rows] - yesterday[these, np.newaxis]
+        chosen[these] = _score_quantiles(scores[rows], offsets, window, levels)
     results = []
-    for (begin, end), forecast, (first, last), sigma in zip(spans, forecasts, scored.bounds, scales, strict=True):
+    for i, ((begin, end), forecast, sigma) in enumerate(zip(spans, forecasts, scales, strict=True)):
         reference = float(np.max(forecast.point[:window]))
-        if last == first:
+        if not counts[i]:
             own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
             results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
             continue
-        analog = _analog_score(scores[first:last], scored.origins[first:last] - (end - same_time), window)
         floor = 0.0 if negatives[end - low] == negatives[begin - low] else -math.inf
         quantiles = {
             level: max(floor, reference + float(sigma) * score)
-            for level, score in _score_quantiles(scores[first:last], analog, levels).items()
+            for level, score in zip(levels, chosen[i].tolist(), strict=True)
         }
-        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=last - first))
+        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=int(counts[i])))
     return results
 
 
