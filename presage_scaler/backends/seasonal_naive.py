@@ -494,11 +494,16 @@ def _seasonal_bands(
     s = season_steps
     positions, real = _last_positions(ends, used)
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
-    lagged = np.zeros(positions.shape)
+    # Consecutive histories share most residuals: compute each position's residual once per cycle
+    # count it can have (k = 1 … cycles), then pick each history's.
+    low = int(positions.min())
+    span = np.arange(low, int(positions.max()) + 1)
+    lagged = np.zeros(len(span))
+    by_count = np.empty((cycles, len(span)))
     for k in range(1, cycles + 1):
-        lag = values[np.maximum(positions - k * s, 0)]
-        lagged += lag if (counts >= k).all() else np.where(k <= counts, lag, 0.0)
-    residuals = values[positions] - lagged / counts
+        lagged += values[np.maximum(span - k * s, 0)]
+        by_count[k - 1] = values[span] - lagged / k
+    residuals = by_count[counts - 1, positions - low]
     return _empirical_quantiles(residuals, levels, used, real)[:, :, np.newaxis]
 
 
