@@ -12,7 +12,7 @@ import yaml
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.search import Figures
+from presage_scaler.tune.search import CONFIDENCE, Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
 DEFAULT_NAME = "tuned"
@@ -45,6 +45,16 @@ def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, An
             "spec": spec,
         },
     ]
+
+
+def _confidence(figures: Figures) -> str:
+    """How the in-sample figures were judged: with the margin their number of spells needs."""
+    if not figures.spells:
+        return "in-sample it was never under-provisioned"
+    return (
+        f"in-sample under-provisioned in {figures.spells} spells: judged at {figures.under_pct * figures.margin:.2f} % "
+        f"({figures.margin:.2f}×, what the rate could be with {CONFIDENCE:.0%} confidence)"
+    )
 
 
 def _figures_line(figures: Figures) -> str:
@@ -165,6 +175,7 @@ def table(result: TuneResult) -> str:
     lines += [
         "",
         f"chosen: {_changes(result)}",
+        _confidence(result.chosen.in_sample),
         verdict(result),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",

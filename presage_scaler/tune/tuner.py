@@ -25,7 +25,7 @@ import numpy as np
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
-from presage_scaler.backtest.metrics import measure
+from presage_scaler.backtest.metrics import measure, shortfall
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
@@ -33,7 +33,7 @@ from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
 from presage_scaler.tune.prepared import Forecasts, Prepared, forecast, prepare
 from presage_scaler.tune.replay import replay
-from presage_scaler.tune.search import Figures, Slo, search
+from presage_scaler.tune.search import Figures, Slo, search, spells
 from presage_scaler.tune.space import space_for
 from presage_scaler.tune.split import Split, split
 
@@ -112,11 +112,13 @@ def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_ho
     """The figures of steps ``[begin, end)``."""
     upto = Simulation(desired=simulation.desired[:end], ready=simulation.ready[:end], first=simulation.first)
     metrics = measure(plan.trace.values[:end], upto, plan.per_replica, plan.trace.step, begin)
+    short = shortfall(plan.trace.values[begin:end], simulation.ready[begin:end], plan.per_replica) > 0
     return Figures(
         under_pct=metrics.under_provisioned_pct,
         unserved_pct=metrics.unserved_pct,
         replica_hours=metrics.replica_hours,
         cost_vs_oracle=metrics.replica_hours / oracle_hours if oracle_hours > 0 else float("inf"),
+        spells=spells(short),
     )
 
 

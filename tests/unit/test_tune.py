@@ -20,7 +20,7 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
-from presage_scaler.tune.output import verdict
+from presage_scaler.tune.output import table, verdict
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay
 from presage_scaler.tune.search import Slo
@@ -129,6 +129,9 @@ def test_the_three_files_are_written(run):
     for entry in document["candidates"]:
         assert entry["knobs"].keys() >= {"targetQuantile", "headroom", "guard", "season", "cycles"}
         assert entry["in_sample"].keys() == entry["held_out"].keys() >= {"under_provisioned_pct", "cost_vs_oracle"}
+        figures = entry["in_sample"]
+        assert figures["under_provisioned_bound_pct"] >= figures["under_provisioned_pct"]
+        assert (figures["under_provisioned_spells"] == 0) == (figures["under_provisioned_pct"] == 0)
     assert document["chosen"] in document["candidates"]
     assert document["reactive"]["held_out"]["under_provisioned_pct"] > 1.0
     report = (out / "report.html").read_text()
@@ -220,3 +223,13 @@ def test_a_multi_signal_spec_is_refused(capsys, run, tmp_path):
     )
     err = refusal(capsys, str(path), "--spec", str(spec), "--slo", "1", "--lead-time", "10m", "--out", str(tmp_path))
     assert "2 signals" in err
+
+
+def test_the_table_says_how_the_in_sample_figures_were_judged(result):
+    chosen = result.chosen.in_sample
+    assert chosen.spells, "the daily trace's chosen spec is short now and then in-sample"
+    line = next(line for line in table(result).splitlines() if line.startswith("in-sample under-provisioned in"))
+    assert f"in {chosen.spells} spells" in line
+    assert f"judged at {chosen.under_pct * chosen.margin:.2f} %" in line
+    assert "80% confidence" in line
+    assert chosen.under_pct * chosen.margin <= SLO.under_pct

@@ -3,11 +3,14 @@ the replay from prepared forecasts against the backtest's own decision path."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from presage_scaler.api.quantities import Amount
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
@@ -18,7 +21,7 @@ from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for, knobs
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay
 from presage_scaler.tune.report import frontier
-from presage_scaler.tune.search import Dimension, Figures, Slo, search
+from presage_scaler.tune.search import CONFIDENCE, Dimension, Figures, Slo, rate_bound, search, spells
 from presage_scaler.tune.space import TARGET_QUANTILES, forecasters
 from presage_scaler.tune.split import split
 
@@ -115,6 +118,41 @@ def test_holdout_can_be_set():
 def test_too_short_to_hold_out_is_refused_with_what_to_change(length, holdout):
     with pytest.raises(TuneError, match=r"too short to hold out.*shorter --warmup"):
         split(length, START, STEP, 7 * DAY + DAY // 2, holdout)
+
+
+# --- meeting the service level with confidence ---------------------------------------------------
+
+
+def poisson_cdf(count: int, rate: float) -> float:
+    return sum(math.exp(k * math.log(rate) - rate - math.lgamma(k + 1)) for k in range(count + 1))
+
+
+@given(count=st.integers(min_value=1, max_value=2000))
+def test_property_the_rate_bound_is_the_poisson_upper_confidence_bound(count):
+    """At the bound, seeing ``count`` or fewer events is as unlikely as 1 − CONFIDENCE (to within the
+    Wilson–Hilferty approximation's error)."""
+    assert poisson_cdf(count, rate_bound(count)) == pytest.approx(1 - CONFIDENCE, abs=0.01)
+    assert rate_bound(count + 1) > rate_bound(count) > count
+
+
+def test_spells_are_runs_of_short_steps():
+    assert spells(np.array([], dtype=bool)) == 0
+    assert spells(np.array([False, False])) == 0
+    assert spells(np.array([True, True, False, True, False, False, True])) == 3
+
+
+def test_few_spells_need_a_margin_that_many_do_not():
+    slo = Slo(1.0)
+    # 0.8 % of the time short, in 5 spells: the rate could well be 1.58× that (1.26 %): not met.
+    assert not slo.met(Figures(under_pct=0.8, unserved_pct=0.1, replica_hours=1.0, cost_vs_oracle=1.0, spells=5))
+    # The same share in 500 spells is known to within 4 %: met.
+    assert slo.met(Figures(under_pct=0.8, unserved_pct=0.1, replica_hours=1.0, cost_vs_oracle=1.0, spells=500))
+    # Uncounted figures are taken as they are; so is a part without a short step.
+    assert slo.met(Figures(under_pct=0.8, unserved_pct=0.1, replica_hours=1.0, cost_vs_oracle=1.0))
+    assert Figures(under_pct=0.0, unserved_pct=0.0, replica_hours=1.0, cost_vs_oracle=1.0, spells=0).margin == 1.0
+    # The unserved-demand bound is scaled alike.
+    strict = Slo(2.0, unserved_pct=0.1)
+    assert not strict.met(Figures(under_pct=0.5, unserved_pct=0.09, replica_hours=1.0, cost_vs_oracle=1.0, spells=9))
 
 
 # --- search --------------------------------------------------------------------------------------
