@@ -80,7 +80,7 @@ MIN_SCORES = 12
 """Fewer scores than this are not trusted: the backend's own band is used instead."""
 
 ANALOG = timedelta(days=1)
-"""How far back the window whose errors weigh most lies: the same time the day before."""
+"""How far back the forecast whose miss is expected again was made: the same time the day before."""
 
 ANALOG_RANK = 0.95
 """A miss the day before at this time counts when it is beyond this quantile of the day's errors: one
