@@ -504,7 +504,7 @@ def _seasonal_bands(
         lagged += values[np.maximum(span - k * s, 0)]
         by_count[k - 1] = values[span] - lagged / k
     residuals = by_count[counts - 1, positions - low]
-    return _empirical_quantiles(residuals, levels, used, real)[:, :, np.newaxis]
+    return _empirical_quantiles(residuals, levels, real)[:, :, np.newaxis]
 
 
 def _recent_level_bands(
@@ -520,16 +520,14 @@ def _recent_level_bands(
         real = real[:, :-1]  # change j is real where its first point is
         symmetric = np.concatenate((changes, -changes), axis=1)
         both = np.concatenate((real, real), axis=1)
-        bands[some] = _empirical_quantiles(symmetric, levels, 2 * used[some], both)[:, :, np.newaxis]
+        bands[some] = _empirical_quantiles(symmetric, levels, both)[:, :, np.newaxis]
     return bands * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
 
 
-def _empirical_quantiles(
-    samples: np.ndarray, levels: np.ndarray, sizes: np.ndarray | None = None, real: np.ndarray | None = None
-) -> np.ndarray:
+def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray, real: np.ndarray | None = None) -> np.ndarray:
     """Type-7 (linear) empirical quantiles of each row of ``samples`` at ascending ``levels``
-    (``rows × levels``), made non-decreasing; with ``sizes``, row ``r`` holds ``sizes[r]`` samples
-    where ``real`` says (at least one per row).
+    (``rows × levels``), made non-decreasing; with ``real``, each row's samples are only where it
+    says (at least one per row).
 
     Same numbers as ``np.quantile``: rows of one size select only the order statistics needed,
     rows of several sizes are sorted.
@@ -537,7 +535,7 @@ def _empirical_quantiles(
     rows, width = samples.shape
     if not levels.size:
         return np.zeros((rows, 0))
-    if sizes is None or real is None or bool((sizes == width).all()):
+    if real is None or bool(real.all()):
         position = levels * (width - 1)
         below = np.floor(position).astype(np.intp)
         above = np.minimum(below + 1, width - 1)
@@ -545,6 +543,7 @@ def _empirical_quantiles(
         values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
     else:
         ordered = np.sort(np.where(real, samples, np.inf), axis=1)
+        sizes = real.sum(axis=1)
         position = levels * (sizes[:, np.newaxis] - 1)
         below = np.floor(position).astype(np.intp)
         above = np.minimum(below + 1, sizes[:, np.newaxis] - 1)

@@ -52,7 +52,7 @@ def _confidence(figures: Figures) -> str:
     if not figures.spells:
         return "in-sample it was never under-provisioned"
     return (
-        f"in-sample under-provisioned in {figures.spells} spells: judged at {figures.under_pct * figures.margin:.2f} % "
+        f"in-sample under-provisioned in {figures.spells} spells: judged at {figures.under_bound_pct:.2f} % "
         f"({figures.margin:.2f}×, what the rate could be with {CONFIDENCE:.0%} confidence)"
     )
 

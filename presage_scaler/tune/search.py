@@ -48,11 +48,13 @@ def spells(short: np.ndarray) -> int:
     return int(short[0]) + int(np.count_nonzero(short[1:] & ~short[:-1]))
 
 
+_Z = NormalDist().inv_cdf(CONFIDENCE)
+
+
 def rate_bound(count: int) -> float:
     """The upper CONFIDENCE bound of a Poisson rate of which ``count`` (≥ 1) events were seen."""
-    z = NormalDist().inv_cdf(CONFIDENCE)
     n = count + 1
-    return n * (1.0 - 1.0 / (9.0 * n) + z / (3.0 * math.sqrt(n))) ** 3
+    return n * (1.0 - 1.0 / (9.0 * n) + _Z / (3.0 * math.sqrt(n))) ** 3
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class Figures:
         """What the in-sample figures are scaled by to meet the service level with CONFIDENCE."""
         return rate_bound(self.spells) / self.spells if self.spells else 1.0
 
+    @property
+    def under_bound_pct(self) -> float:
+        """The under-provisioned time the service level is judged on: scaled by the margin."""
+        return self.under_pct * self.margin
+
     def as_dict(self) -> dict[str, float | int | None]:
         return {
             "under_provisioned_pct": self.under_pct,
@@ -81,7 +88,7 @@ class Figures:
             "replica_hours": self.replica_hours,
             "cost_vs_oracle": self.cost_vs_oracle,
             "under_provisioned_spells": self.spells,
-            "under_provisioned_bound_pct": self.under_pct * self.margin,
+            "under_provisioned_bound_pct": self.under_bound_pct,
         }
 
 
@@ -95,9 +102,8 @@ class Slo:
 
     def met(self, figures: Figures) -> bool:
         """Whether ``figures`` (in-sample) meet it with CONFIDENCE: scaled by their margin."""
-        margin = figures.margin
-        return figures.under_pct * margin <= self.under_pct and (
-            self.unserved_pct is None or figures.unserved_pct * margin <= self.unserved_pct
+        return figures.under_bound_pct <= self.under_pct and (
+            self.unserved_pct is None or figures.unserved_pct * figures.margin <= self.unserved_pct
         )
 
     def describe(self) -> str:
