@@ -8,9 +8,20 @@ each signal is sized from a forecast of the window's maximum, calibrated split-c
 the backend's errors over the last day (``w`` is the window in steps, ``x`` the history, ``n`` its
 length; a forecast made from the first ``o`` points has origin ``o``):
 
+Backend reference
+    ``β(o)``: the maximum of the backend's point forecast over the window, made at origin ``o``.
+Level
+    ``ℓ(o)``: the mean of the LEVEL_WINDOW before ``o`` (at least one step): the forecast that says
+    "as in the last hour".
 Reference
-    ``ρ(o)``: the maximum of the backend's point forecast over the window, made at origin ``o``;
-    the current one is ``ρ(n)``.
+    ``ρ(o) = b·β(o) + (1 - b)·ℓ(o)``, one backend weight ``b`` per current forecast, chosen among
+    BLEND_WEIGHTS by what each would have cost over the day: ``c_b = mean ρ(o) + mean σ(o) · s(p)``
+    over the scored origins, ``s(p)`` the plain conformal quantile of its scores at ``p`` =
+    SELECTION_LEVEL, i.e. the mean of what that quantile would have sized to. ``b = 1`` (the backend
+    alone) unless a blend's ``c_b`` is at least BLEND_SAVING below ``c_1``; then the lowest. A backend
+    that forecasts worse than the recent level (a weekly profile read from one noisy week, say) is
+    thus diluted where and while that is so, and one that forecasts well is used as it is. The
+    current reference is ``ρ(n)``; the scores below are those of the chosen blend.
 Realised
     ``M(o) = max x[o … o + w - 1]``: what that window turned out to hold.
 Scale
@@ -49,8 +60,9 @@ Where the past forecasts come from. Every forecast request asks the backend what
 forecast from the origins of the last day (:func:`hindcast_request`). A backend that can answer
 cheaply (SeasonalNaive) does so in the same call: nothing is stored, and a restarted or brand-new
 scaler is calibrated from its first evaluation. For any other backend (TimesFM) presage records each
-reference as it is made (at most one per SPAN / MAX_FORECASTS) in :class:`CalibrationState`, which
-the controller keeps in ``status`` so that a restart keeps it too. With fewer than MIN_SCORES scores
+backend reference ``β`` as it is made (at most one per SPAN / MAX_FORECASTS) in
+:class:`CalibrationState`, which the controller keeps in ``status`` so that a restart keeps it too;
+the levels ``ℓ`` are recomputed from the history. With fewer than MIN_SCORES scores
 the backend's own per-step band is used instead (its maximum over the window), and the forecast is
 reported as uncalibrated.
 """
@@ -86,6 +98,20 @@ ANALOG_RANK = 0.95
 """A miss the day before at this time counts when it is beyond this quantile of the day's errors: one
 window in twenty where errors do not recur by time of day, so the band moves little there."""
 
+LEVEL_WINDOW = timedelta(hours=1)
+"""The span whose mean is the level the backend's reference may be blended with."""
+
+BLEND_WEIGHTS = (1.0, 0.75, 0.5, 0.25, 0.0)
+"""The backend's share of the reference that calibration chooses among, the backend alone first."""
+
+SELECTION_LEVEL = 0.9
+"""The blend is chosen by what this quantile of the window maximum would have sized to over the day,
+whatever levels are asked for, so one level's numbers never depend on which others are computed."""
+
+BLEND_SAVING = 0.1
+"""A blend replaces the backend's reference only where it would have sized at least this share less
+over the day than the backend alone: a backend that is about as good is kept."""
+
 SCALE_WINDOW = timedelta(minutes=15)
 """The span whose noise level normalises a score."""
 
@@ -110,14 +136,14 @@ _RANK_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class PastForecast:
-    """A reference presage sized from, kept until its window has been observed and scored."""
+    """A backend reference presage sized from, kept until its window has been observed and scored."""
 
     origin: datetime
     """The time of the newest history point the forecast was made from."""
     window: int
     """Steps of the sizing window it covered."""
     reference: float
-    """``ρ``: the highest point forecast over that window."""
+    """``β``: the backend's highest point forecast over that window."""
 
 
 @dataclass(frozen=True)
@@ -179,9 +205,14 @@ class WindowForecast:
 
     quantiles: dict[float, float]
     reference: float
-    """``ρ(n)``: the highest point forecast over the window."""
+    """``ρ(n)``: what the quantiles are the reference plus a calibrated offset of (the backend's highest
+    point forecast over the window, or its blend with the recent level)."""
     scores: int
     """How many past forecasts calibrated it; below MIN_SCORES it is the backend's own band."""
+    weight: float = 1.0
+    """The backend's share of the reference; the rest is the last hour's mean (see Reference)."""
+    saving: float = 0.0
+    """With a blend, how much less it would have sized over the day than the backend alone (a share)."""
 
     @property
     def calibrated(self) -> bool:
@@ -377,35 +408,102 @@ def window_forecasts(
     calibrates a chunk of decisions at once; a single evaluation is the case of one."""
     values = np.asarray(series, dtype=np.float64)
     scored = _scored(spans, pasts)
-    scores, scales = np.zeros(0), np.full(len(spans), np.nan)
+    begins = np.array([begin for begin, _ in spans])
+    ends = np.array([end for _, end in spans])
+    realised, levels_then, levels_now = np.zeros(0), np.zeros(0), np.zeros(len(spans))
+    past_scales, scales = np.zeros(0), np.full(len(spans), np.nan)
     if len(scored.origins):
         past_scales, scales = _scales(values, step, scored, spans)
-        scores = (_realised(values, scored.origins, scored.windows) - scored.references) / past_scales
-    low = min(b for b, _ in spans)
+        realised = _realised(values, scored.origins, scored.windows)
+        hour = _level_steps(step)
+        levels_then = _recent_means(values, scored.origins, begins[scored.owners], hour)
+        levels_now = _recent_means(values, ends, begins, hour)
+    low = int(begins.min())
     negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
     counts = np.array([last - first for first, last in scored.bounds])
     firsts = np.array([first for first, _ in scored.bounds])
-    yesterday = np.array([end for _, end in spans]) - _analog(step)
+    yesterday = ends - _analog(step)
     chosen = np.zeros((len(spans), len(levels)))
+    weights, savings = np.ones(len(spans)), np.zeros(len(spans))
     for count in np.unique(counts[counts > 0]).tolist():
         these = np.flatnonzero(counts == count)
         rows = firsts[these, np.newaxis] + np.arange(count)
+        blend = _blend(realised[rows], scored.references[rows], levels_then[rows], past_scales[rows])
+        weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
-        chosen[these] = _score_quantiles(scores[rows], offsets, window, levels)
+        chosen[these] = _score_quantiles(blend.scores, offsets, window, levels)
     results = []
     for i, ((begin, end), forecast, sigma) in enumerate(zip(spans, forecasts, scales, strict=True)):
-        reference = float(np.max(forecast.point[:window]))
+        reference = _backend_reference(forecast, window)
         if not counts[i]:
             own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
             results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
             continue
+        weight = float(weights[i])
+        if weight != 1.0:
+            reference = weight * reference + (1.0 - weight) * float(levels_now[i])
         floor = 0.0 if negatives[end - low] == negatives[begin - low] else -math.inf
         quantiles = {
             level: max(floor, reference + float(sigma) * score)
             for level, score in zip(levels, chosen[i].tolist(), strict=True)
         }
-        results.append(WindowForecast(quantiles=quantiles, reference=reference, scores=int(counts[i])))
+        results.append(
+            WindowForecast(
+                quantiles=quantiles,
+                reference=reference,
+                scores=int(counts[i]),
+                weight=weight,
+                saving=float(savings[i]),
+            )
+        )
     return results
+
+
+def _backend_reference(forecast: Forecast, window: int) -> float:
+    """``β(n)``: the highest point of the backend's forecast over the window."""
+    return float(np.max(forecast.point[:window]))
+
+
+def _level_steps(step: timedelta) -> int:
+    """LEVEL_WINDOW in steps of the signal, at least one."""
+    return max(1, round(LEVEL_WINDOW / step))
+
+
+def _recent_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, steps: int) -> np.ndarray:
+    """``ℓ(o)``: the mean of the last ``steps`` points before each origin, none before its start."""
+    span = np.minimum(steps, origins - starts)
+    return window_sums(values, origins - span, origins) / span
+
+
+@dataclass(frozen=True)
+class _Blend:
+    """The chosen backend weight of each forecast, how much less it would have sized than the backend
+    alone, and its scores (``forecasts × scores``)."""
+
+    weights: np.ndarray
+    savings: np.ndarray
+    scores: np.ndarray
+
+
+def _blend(realised: np.ndarray, references: np.ndarray, levels: np.ndarray, scales: np.ndarray) -> _Blend:
+    """Choose each forecast's blend (module docstring) from its past forecasts, one row each: what the
+    window held, the backend's reference, the level ``ℓ`` and the scale at each origin."""
+    count = realised.shape[1]
+    rank = min(count, max(1, math.ceil((count + 1) * SELECTION_LEVEL - _RANK_TOLERANCE))) - 1
+    mean_scale = scales.mean(axis=1)
+    best_scores = (realised - references) / scales
+    own = references.mean(axis=1) + mean_scale * np.partition(best_scores, rank, axis=1)[:, rank]
+    best, weights = own.copy(), np.ones(len(realised))
+    for weight in BLEND_WEIGHTS[1:]:
+        blended = weight * references + (1.0 - weight) * levels
+        scores = (realised - blended) / scales
+        sized = blended.mean(axis=1) + mean_scale * np.partition(scores, rank, axis=1)[:, rank]
+        better = (sized <= own - BLEND_SAVING * np.abs(own)) & (sized < best)
+        best = np.where(better, sized, best)
+        weights = np.where(better, weight, weights)
+        best_scores = np.where(better[:, np.newaxis], scores, best_scores)
+    savings = np.where(weights < 1.0, (own - best) / np.maximum(np.abs(own), np.finfo(np.float64).tiny), 0.0)
+    return _Blend(weights=weights, savings=savings, scores=best_scores)
 
 
 def answered(forecast: Forecast, window: int) -> PastReferences:
@@ -438,4 +536,4 @@ def calibrate(
     [result] = window_forecasts(history.values, history.step, [(0, n)], [forecast], window, levels, [past])
     if hindcast:
         return result, ()
-    return result, remember(records, newest, window, result.reference, history.step)
+    return result, remember(records, newest, window, _backend_reference(forecast, window), history.step)

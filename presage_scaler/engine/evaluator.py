@@ -234,10 +234,15 @@ def sizing_window(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpe
 
 def _method(forecast: Forecast, window: WindowForecast) -> str:
     """How the numbers were made, when it is not the normal path: the backend's note, and whether
-    the window maximum is still uncalibrated."""
+    the window maximum is still uncalibrated or blended with the recent level."""
     notes = [forecast.method] if forecast.method else []
     if not window.calibrated:
         notes.append(f"uncalibrated: {window.scores} past forecasts scored")
+    elif window.weight < 1.0:
+        notes.append(
+            f"window forecast {window.weight:.0%} the backend's, {1 - window.weight:.0%} the last hour's mean: "
+            f"{window.saving:.0%} less sized over the last day than the backend's alone"
+        )
     return "; ".join(notes)
 
 

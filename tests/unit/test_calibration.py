@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from presage_scaler.backends.base import Forecast, ForecastRequest, Hindcast, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.engine import calibration
 from presage_scaler.engine.calibration import (
     ANALOG_RANK,
+    BLEND_SAVING,
     MAX_FORECASTS,
     MAX_RECORDS,
     MIN_SCORES,
@@ -102,6 +104,13 @@ def test_property_after_a_day_without_traffic_coverage_returns_to_nominal(seed):
 # --- the conformal quantile ------------------------------------------------------------------------
 
 
+@pytest.fixture
+def backend_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conformal arithmetic on the backend's reference alone: no blend with the recent level is
+    tried (these tests' backends are deliberately worse than it)."""
+    monkeypatch.setattr(calibration, "BLEND_WEIGHTS", (1.0,))
+
+
 def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, horizon: int = 3) -> Forecast:
     return Forecast(
         point=np.full(horizon, point),
@@ -110,7 +119,7 @@ def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, hor
     )
 
 
-def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_errors():
+def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_errors(backend_alone):
     # A history alternating 10 and 12: every step changes by 2, so the noise level is 2 everywhere.
     values = np.tile([10.0, 12.0], 200)
     origins = np.arange(100, 340, 10)  # 24 past forecasts, windows of 3 observed
@@ -149,7 +158,7 @@ def window_of(values: np.ndarray, forecast: Forecast) -> dict[float, float]:
     return window.quantiles
 
 
-def test_a_miss_the_day_before_at_this_time_is_expected_again():
+def test_a_miss_the_day_before_at_this_time_is_expected_again(backend_alone):
     # Scores are errors / 2. Yesterday's 40 / 2 = 20 is beyond s(0.95), the 25th of 25 scores
     # (⌈26·0.95⌉ = 25 is the largest, which it is), so every level is sized to at least it.
     quantiles = window_of(*scored_day(40.0))
@@ -158,7 +167,7 @@ def test_a_miss_the_day_before_at_this_time_is_expected_again():
     assert quantiles[0.5] == pytest.approx(50.0 + 2 * 20.0)
 
 
-def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower():
+def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower(backend_alone):
     # Yesterday's error 5 (score 2.5) is ordinary: t_q = s(L_q), ranks ⌈26·0.896⌉ = 24 and
     # ⌈26·0.475⌉ = 13 among the scores 0, 0.5, … 11.5 and 2.5 (the plain q0.9 would be rank 24 too).
     quantiles = window_of(*scored_day(5.0))
@@ -175,6 +184,77 @@ def test_property_the_rule_covers_exactly_the_level_where_errors_do_not_recur(le
     covers = top * low + (1 - top) * (1 + top) / 2 if low <= top else (1 + low * low) / 2
     assert covers == pytest.approx(max(level, (1 - top * top) / 2), abs=1e-9)
     assert base_level(min(0.9999, level + 0.001)) >= low
+
+
+# --- blending with the recent level -----------------------------------------------------------------
+
+
+def alternating_with_errors(errors: np.ndarray) -> tuple[np.ndarray, Forecast, np.ndarray]:
+    """10, 12, 10, … (noise 2 everywhere, last hour's mean 11, every window of 3 holds 12) and past
+    forecasts whose references miss by ``errors``; the current backend reference is 12."""
+    values = np.tile([10.0, 12.0], 200)
+    origins = np.arange(100, 100 + 10 * len(errors), 10)
+    references = 12.0 - errors
+    return values, forecast_with(references, origins, 12.0), references
+
+
+def blended(errors: np.ndarray) -> calibration.WindowForecast:
+    values, forecast, _ = alternating_with_errors(errors)
+    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    return window
+
+
+def test_a_backend_worse_than_the_last_hours_level_is_blended_with_it():
+    # Backend errors α·(0 … 23): at backend weight b the scores are (b·e + 1 − b) / 2, so the day's
+    # q0.9 (rank ⌈25·0.9⌉ = 23) would have sized c_b = 12 + b·α·(22 − 11.5) on average: the level
+    # alone (b = 0) sizes 12, the backend alone 12 + 10.5·α.
+    alpha = 0.4  # c_1 = 16.2: the level saves 26 %
+    window = blended(alpha * np.arange(24.0))
+    assert window.weight == 0.0
+    assert window.saving == pytest.approx(4.2 / 16.2)
+    assert window.reference == pytest.approx(11.0)  # ρ(n) = ℓ(n)
+    # Every score is (12 − 11) / 2 = 0.5: each quantile is 11 + 2 · 0.5.
+    assert window.quantiles[0.9] == pytest.approx(12.0)
+    assert window.quantiles[0.5] == pytest.approx(12.0)
+
+
+def test_a_backend_about_as_good_as_the_level_is_kept():
+    alpha = 0.6 / 10.5  # c_1 = 12.6 against the level's 12: 4.8 % saved, under BLEND_SAVING
+    assert BLEND_SAVING > 0.6 / 12.6
+    window = blended(alpha * np.arange(24.0))
+    assert window.weight == 1.0
+    assert window.saving == 0.0
+    assert window.reference == 12.0
+    # The backend's scores α·e / 2; q0.9 is rank 23 of 24.
+    assert window.quantiles[0.9] == pytest.approx(12.0 + 2 * alpha * 22 / 2)
+
+
+def test_the_blend_is_reported_with_the_forecast():
+    from presage_scaler.engine.evaluator import _method
+
+    _, forecast, _ = alternating_with_errors(0.4 * np.arange(24.0))
+    window = blended(0.4 * np.arange(24.0))
+    assert _method(forecast, window) == (
+        "window forecast 0% the backend's, 100% the last hour's mean: 26% less sized over the last day "
+        "than the backend's alone"
+    )
+
+
+def test_a_recorded_forecast_keeps_the_backends_reference_not_the_blend():
+    """Records are re-blended from the history at each evaluation, so what is kept is the backend's own."""
+    values, forecast, references = alternating_with_errors(0.4 * np.arange(24.0))
+    n = len(values)
+    newest = T0 + (n - 1) * MINUTE
+    assert forecast.hindcast is not None
+    records = tuple(
+        PastForecast(origin=newest - (n - int(o)) * MINUTE, window=3, reference=float(r))
+        for o, r in zip(forecast.hindcast.origins, references, strict=True)
+    )
+    plain = Forecast(point=np.full(3, 15.0), quantiles=forecast.quantiles)
+    window, kept = calibrate(History(values, MINUTE), plain, 3, (0.5, 0.9), records, newest)
+    assert window.weight == 0.0
+    assert kept[-1].origin == newest
+    assert kept[-1].reference == 15.0
 
 
 def test_too_few_scores_fall_back_to_the_backends_own_band():
