@@ -689,7 +689,8 @@ class ShadowStatus(APIModel):
     )
     pending: list[ShadowPrediction] | None = field(
         "Pending holds the recommendations not yet scored, oldest first. When it is full, new recommendations "
-        "are not recorded until older ones are scored.",
+        "are not recorded until older ones are scored; a recommendation that would be scored on the same "
+        "samples as the newest pending one (made within the same signal step) is not recorded.",
         default=None,
         maxItems=SHADOW_MAX_PENDING,
     )

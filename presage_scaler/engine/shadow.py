@@ -20,8 +20,11 @@ A prediction is scored when both its moment and its windows are observed.
 
 State is bounded and lives in ``.status.shadow`` so it survives restarts: the recommendations not
 yet scored (at most :data:`SHADOW_MAX_PENDING`; when full, new ones are not recorded until older
-ones are scored, which thins the sample without favouring any outcome) and hourly aggregates over
-the last :data:`SHADOW_HOURS` hours. Pure: no I/O, time comes in as arguments.
+ones are scored) and hourly aggregates over the last :data:`SHADOW_HOURS` hours. A recommendation
+that would be scored on exactly the samples of the newest pending one (made within the same signal
+step, with the same lead time: an interval shorter than the resolution) is not recorded either:
+it was made from the same data and would count the same demand twice. Both thin the sample without
+favouring any outcome. Pure: no I/O, time comes in as arguments.
 """
 
 from __future__ import annotations
@@ -204,6 +207,20 @@ def quantile_covered(data: Sequence[SignalData], prediction: Prediction, now: da
     return covered, samples
 
 
+def _scored_alike(earlier: Prediction, later: Prediction, data: Sequence[SignalData]) -> bool:
+    """Whether two predictions are scored on the same samples of every signal: the same moment's sample,
+    and sizing windows of the same length from the same step."""
+    if earlier.lead != later.lead or earlier.window != later.window:
+        return False
+    for signal in data:
+        step = signal.history.step
+        if _first_sample_at_or_after(earlier.due, step) != _first_sample_at_or_after(later.due, step):
+            return False
+        if align_down(earlier.at, step) != align_down(later.at, step):
+            return False
+    return True
+
+
 def required_replicas(data: Sequence[SignalData], moment: datetime, now: datetime) -> int | None:
     """Replicas the observed demand at ``moment`` required; None until every signal has observed it."""
     if not data:
@@ -275,9 +292,12 @@ class ShadowLedger:
         return scores
 
     def observe(self, recommendation: Recommendation, policy: PolicySpec) -> list[Score]:
-        """Score what the recommendation's data settles, then record the recommendation itself."""
+        """Score what the recommendation's data settles, then record the recommendation itself, unless
+        the newest pending prediction will be scored on the same samples."""
         scores = self.settle(recommendation.data, recommendation.generated_at)
-        self.record(prediction_from(recommendation, policy))
+        prediction = prediction_from(recommendation, policy)
+        if not self._pending or not _scored_alike(self._pending[-1], prediction, recommendation.data):
+            self.record(prediction)
         return scores
 
     def _oldest_kept(self, now: datetime) -> datetime:

@@ -292,3 +292,38 @@ def test_a_prediction_waits_for_its_whole_window() -> None:
     assert ledger.settle([signal(DEMAND[:4])], evaluation_time(3)) == []
     [score] = ledger.settle([signal(DEMAND[:6])], evaluation_time(5))
     assert (score.quantile_covered, score.quantile_samples) == (1, 1)
+
+
+def _recommendation(now: datetime, lead: timedelta = LEAD, demand: list[float] | None = None) -> Any:
+    spec = _spec(True)
+    forecast = Forecast(point=np.full(8, 12.0), quantiles={0.5: np.full(8, 12.0), 0.9: np.full(8, 15.0)})
+    data = [signal(demand or DEMAND[:5])]
+    return spec, decide(spec, data, [forecast], ModelIdentity("x"), LeadTime(lead, "Static"), 3, PolicyState(), now)
+
+
+def test_evaluations_within_one_signal_step_are_scored_once() -> None:
+    """An interval shorter than the resolution: every evaluation in the minute saw the same data and
+    would be scored on the same samples, so only the first is kept."""
+    ledger = ShadowLedger()
+    minute = T0 + 4 * MIN
+    for seconds in (5, 20, 35, 50):
+        spec, rec = _recommendation(minute + timedelta(seconds=seconds))
+        ledger.observe(rec, spec.policy)
+    assert [p.at for p in ledger.pending] == [minute + timedelta(seconds=5)]
+    # The next minute's evaluation is scored on the next sample: kept.
+    spec, rec = _recommendation(minute + MIN + timedelta(seconds=5), demand=DEMAND[:6])
+    ledger.observe(rec, spec.policy)
+    assert [p.at for p in ledger.pending] == [minute + timedelta(seconds=5), minute + MIN + timedelta(seconds=5)]
+
+
+def test_a_different_lead_time_is_scored_on_its_own_moment() -> None:
+    ledger = ShadowLedger()
+    now = T0 + 4 * MIN + timedelta(seconds=5)
+    for lead in (LEAD, LEAD + 2 * MIN):
+        spec, rec = _recommendation(now, lead)
+        ledger.observe(rec, spec.policy)
+    assert [p.lead for p in ledger.pending] == [LEAD, LEAD + 2 * MIN]
+    # A lead that lands on the same moment's sample within the step, but a different lead, is kept too.
+    spec, rec = _recommendation(now + timedelta(seconds=10), LEAD + timedelta(seconds=20))
+    ledger.observe(rec, spec.policy)
+    assert len(ledger.pending) == 3
