@@ -1,5 +1,10 @@
 """Shared pytest setup: the real-server fixtures live in tests/harness.
 
+With pytest-xdist (``tests/run`` runs two workers), the end-to-end tests share one worker, as do
+the forecaster's: each group's session stack (KEDA and the HPA on an API server of their own; the
+forecaster's environment and model servers) is then started once, while the other worker runs the
+rest beside it.
+
 Property-based tests run under a hypothesis profile chosen by ``PRESAGE_FUZZ_PROFILE``: ``default``
 (hypothesis' own defaults, seconds per surface) or ``fuzz-long`` (many more examples, for a run
 opted into on purpose). A fuzz test sets what it needs (``deadline=None``) and leaves the number
@@ -13,6 +18,9 @@ import os
 # Prometheus "exited with -6 during start-up"). Nothing here needs gRPC in a forked child.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = [
@@ -23,3 +31,15 @@ pytest_plugins = [
 
 settings.register_profile("fuzz-long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("PRESAGE_FUZZ_PROFILE", "default"))
+
+
+GROUPED = ("e2e", "forecaster")
+"""Test directories whose tests run on one pytest-xdist worker, so their session stack starts once."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        group = item.path.relative_to(tests).parts[0]
+        if group in GROUPED:
+            item.add_marker(pytest.mark.xdist_group(group))
