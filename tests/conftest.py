@@ -40,6 +40,8 @@ GROUPED = ("e2e", "forecaster")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
     for item in items:
+        if not item.path.is_relative_to(tests):
+            continue
         group = item.path.relative_to(tests).parts[0]
         if group in GROUPED:
             item.add_marker(pytest.mark.xdist_group(group))

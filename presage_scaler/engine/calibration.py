@@ -205,8 +205,8 @@ class WindowForecast:
 
     quantiles: dict[float, float]
     reference: float
-    """``ρ(n)``: what the quantiles are the reference plus a calibrated offset of (the backend's highest
-    point forecast over the window, or its blend with the recent level)."""
+    """``ρ(n)``: what the quantiles are calibrated offsets from: the backend's highest point forecast
+    over the window, or its blend with the last hour's mean."""
     scores: int
     """How many past forecasts calibrated it; below MIN_SCORES it is the backend's own band."""
     weight: float = 1.0
@@ -304,18 +304,20 @@ def base_level(quantile: float) -> float:
     return math.sqrt(2 * quantile - 1)
 
 
+def _rank(count: int, level: float) -> int:
+    """The 0-based position of ``s(level)`` among ``count`` ordered scores: the ``⌈(count + 1)·level⌉``-th
+    smallest, within the first and the last."""
+    return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE))) - 1
+
+
 def _score_quantiles(scores: np.ndarray, offsets: np.ndarray, window: int, levels: Sequence[float]) -> np.ndarray:
     """``t_q`` (module docstring) of forecasts with the same number of scores, one per row of
     ``scores`` (``forecasts × levels``); ``offsets`` are the scores' origins relative to the same time
     the day before, so ``a`` is the score nearest it, if less than ``window`` steps from it."""
     count = scores.shape[1]
-
-    def rank(level: float) -> int:
-        return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE)))
-
-    plain = np.array([rank(level) - 1 for level in levels], dtype=np.intp)
-    based = np.array([rank(base_level(level)) - 1 for level in levels], dtype=np.intp)
-    extreme = rank(ANALOG_RANK) - 1
+    plain = np.array([_rank(count, level) for level in levels], dtype=np.intp)
+    based = np.array([_rank(count, base_level(level)) for level in levels], dtype=np.intp)
+    extreme = _rank(count, ANALOG_RANK)
     ordered = np.partition(scores, sorted({*plain.tolist(), *based.tolist(), extreme}), axis=1)
     nearest = np.argmin(np.abs(offsets), axis=1)[:, np.newaxis]
     known = np.abs(np.take_along_axis(offsets, nearest, axis=1)) < window
@@ -488,8 +490,7 @@ class _Blend:
 def _blend(realised: np.ndarray, references: np.ndarray, levels: np.ndarray, scales: np.ndarray) -> _Blend:
     """Choose each forecast's blend (module docstring) from its past forecasts, one row each: what the
     window held, the backend's reference, the level ``ℓ`` and the scale at each origin."""
-    count = realised.shape[1]
-    rank = min(count, max(1, math.ceil((count + 1) * SELECTION_LEVEL - _RANK_TOLERANCE))) - 1
+    rank = _rank(realised.shape[1], SELECTION_LEVEL)
     mean_scale = scales.mean(axis=1)
     best_scores = (realised - references) / scales
     own = references.mean(axis=1) + mean_scale * np.partition(best_scores, rank, axis=1)[:, rank]
