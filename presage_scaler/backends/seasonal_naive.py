@@ -94,7 +94,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
-from presage_scaler.series.rolling import window_maxima, window_sums
+from presage_scaler.series.rolling import trailing_means, window_maxima, window_sums
 
 if TYPE_CHECKING:
     import aiohttp
@@ -205,8 +205,7 @@ class _RecentLevelPath:
 
     def points(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
         """``point_h(o)``, ``len(origins) × steps``: the recent mean, at least the recent peak."""
-        span = np.minimum(self.level_steps, origins - starts)
-        mean = window_sums(values, origins - span, origins) / span
+        mean = trailing_means(values, origins, starts, self.level_steps)
         level = np.maximum(mean, _recent_peaks(values, starts, origins, self.peak_steps))
         return np.repeat(level[:, np.newaxis], steps, axis=1)
 

@@ -79,7 +79,7 @@ import numpy as np
 
 from presage_scaler.api.types import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
 from presage_scaler.backends.base import Forecast, HindcastRequest, History
-from presage_scaler.series.rolling import window_maxima, window_sums
+from presage_scaler.series.rolling import trailing_means, window_maxima, window_sums
 
 SPAN = timedelta(days=1)
 """How far back the errors that calibrate a forecast reach."""
@@ -418,8 +418,8 @@ def window_forecasts(
         past_scales, scales = _scales(values, step, scored, spans)
         realised = _realised(values, scored.origins, scored.windows)
         hour = _level_steps(step)
-        levels_then = _recent_means(values, scored.origins, begins[scored.owners], hour)
-        levels_now = _recent_means(values, ends, begins, hour)
+        levels_then = trailing_means(values, scored.origins, begins[scored.owners], hour)
+        levels_now = trailing_means(values, ends, begins, hour)
     low = int(begins.min())
     negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
     counts = np.array([last - first for first, last in scored.bounds])
@@ -469,12 +469,6 @@ def _backend_reference(forecast: Forecast, window: int) -> float:
 def _level_steps(step: timedelta) -> int:
     """LEVEL_WINDOW in steps of the signal, at least one."""
     return max(1, round(LEVEL_WINDOW / step))
-
-
-def _recent_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, steps: int) -> np.ndarray:
-    """``ℓ(o)``: the mean of the last ``steps`` points before each origin, none before its start."""
-    span = np.minimum(steps, origins - starts)
-    return window_sums(values, origins - span, origins) / span
 
 
 @dataclass(frozen=True)

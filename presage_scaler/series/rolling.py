@@ -1,4 +1,4 @@
-"""Sums and maxima over many windows of one series, for the forecasting and calibration math."""
+"""Sums, means and maxima over many windows of one series, for the forecasting and calibration math."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ def window_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
     running = np.zeros(len(part) + 1)
     np.cumsum(part, out=running[1:])
     return running[ends - low] - running[starts - low]
+
+
+def trailing_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, steps: int) -> np.ndarray:
+    """The mean of the last ``steps`` values before each origin, none before its ``start`` (each
+    origin must be past its start)."""
+    span = np.minimum(steps, origins - starts)
+    return window_sums(values, origins - span, origins) / span
 
 
 def window_maxima(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
