@@ -44,8 +44,10 @@ Forecast
     ``⌈(m + 1)·p⌉``-th smallest of the ``m`` scores (the smallest when that rank is below 1, the
     largest above ``m``). Without ``a`` (less than a day of history, or no recorded forecast near
     it), ``t_q = s(q)``: the conformal quantile. With it, a miss yesterday beyond all but the
-    largest ``1 - T`` of the day's errors (``a ≥ s(T)``, ``T`` = ANALOG_RANK) is expected again:
-    ``t_q = max(a, s(L_q))``; otherwise ``t_q = s(L_q)``. ``L_q`` is what makes the rule cover
+    largest ``1 - T`` of the day's errors (``a ≥ s(T)``, ``T`` = ANALOG_RANK) is expected again, as
+    large in demand as it was: ``t_q = max(a · σ(n - D) / σ(n), s(L_q))``; otherwise
+    ``t_q = s(L_q)``. (A job that recurs at this time adds the same demand whatever today's noise
+    level before it; in score units a calmer hour today would shrink it.) ``L_q`` is what makes the rule cover
     exactly ``q`` where errors do not depend on the time of day (``a`` then falls in the top
     ``1 - T`` with probability ``1 - T``, and covers a new error with probability ``(1 + T) / 2``):
     ``L_q = (q - (1 - T²)/2) / T`` up to ``q = (1 + T²)/2``, ``√(2q - 1)`` above it, and 0 for the
@@ -310,10 +312,13 @@ def _rank(count: int, level: float) -> int:
     return min(count, max(1, math.ceil((count + 1) * level - _RANK_TOLERANCE))) - 1
 
 
-def _score_quantiles(scores: np.ndarray, offsets: np.ndarray, window: int, levels: Sequence[float]) -> np.ndarray:
+def _score_quantiles(
+    scores: np.ndarray, offsets: np.ndarray, relative_scales: np.ndarray, window: int, levels: Sequence[float]
+) -> np.ndarray:
     """``t_q`` (module docstring) of forecasts with the same number of scores, one per row of
     ``scores`` (``forecasts × levels``); ``offsets`` are the scores' origins relative to the same time
-    the day before, so ``a`` is the score nearest it, if less than ``window`` steps from it."""
+    the day before, so ``a`` is the score nearest it, if less than ``window`` steps from it, and
+    ``relative_scales`` each score's ``σ(o) / σ(n)``, which puts yesterday's miss in today's units."""
     count = scores.shape[1]
     plain = np.array([_rank(count, level) for level in levels], dtype=np.intp)
     based = np.array([_rank(count, base_level(level)) for level in levels], dtype=np.intp)
@@ -323,7 +328,8 @@ def _score_quantiles(scores: np.ndarray, offsets: np.ndarray, window: int, level
     known = np.abs(np.take_along_axis(offsets, nearest, axis=1)) < window
     analog = np.take_along_axis(scores, nearest, axis=1)
     beyond = known & (analog >= ordered[:, [extreme]])
-    sized = np.where(beyond, np.maximum(analog, ordered[:, based]), ordered[:, based])
+    miss = analog * np.take_along_axis(relative_scales, nearest, axis=1)
+    sized = np.where(beyond, np.maximum(miss, ordered[:, based]), ordered[:, based])
     return np.where(known, sized, ordered[:, plain])
 
 
@@ -433,7 +439,8 @@ def window_forecasts(
         blend = _blend(realised[rows], scored.references[rows], levels_then[rows], past_scales[rows])
         weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
-        chosen[these] = _score_quantiles(blend.scores, offsets, window, levels)
+        relative_scales = past_scales[rows] / scales[these, np.newaxis]
+        chosen[these] = _score_quantiles(blend.scores, offsets, relative_scales, window, levels)
     results = []
     for i, ((begin, end), forecast, sigma) in enumerate(zip(spans, forecasts, scales, strict=True)):
         reference = _backend_reference(forecast, window)

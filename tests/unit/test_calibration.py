@@ -4,6 +4,7 @@ errors, whether they are hindcast or recorded; the recorded ones are bounded and
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -165,6 +166,20 @@ def test_a_miss_the_day_before_at_this_time_is_expected_again(backend_alone):
     assert base_level(0.9) == pytest.approx(0.8961, abs=1e-4)
     assert quantiles[0.9] == pytest.approx(50.0 + 2 * 20.0)
     assert quantiles[0.5] == pytest.approx(50.0 + 2 * 20.0)
+
+
+def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the_noise_then(backend_alone):
+    # The quarter hour before yesterday's origin alternated 10 and 14 (noise 4, twice today's 2), so
+    # its miss of 60 scores 15: beyond s(0.95) (the largest of the other scores is 11.5). It is
+    # expected again as 60 in demand, not as 15 of today's noise (which would be 30).
+    values, forecast = scored_day(60.0)
+    n = len(values)
+    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 14.0], 8)
+    references = forecast.hindcast.references.copy()
+    references[-1] = values[n - DAY : n - DAY + 3].max() - 60.0
+    quantiles = window_of(values, replace(forecast, hindcast=replace(forecast.hindcast, references=references)))
+    assert quantiles[0.9] == pytest.approx(50.0 + 60.0)
+    assert quantiles[0.5] == pytest.approx(50.0 + 60.0)
 
 
 def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower(backend_alone):
