@@ -63,9 +63,29 @@ def install_keda_crds(plane: KubeControlPlane) -> None:
     plane.kubectl("wait", "--for=condition=Established", *_crd_args(), "--timeout=60s")
 
 
+CRD_DELETION_TIMEOUT_SECONDS = 120.0
+CRD_NUDGE_SECONDS = 5.0
+"""How long a deleted CRD may stay before it is handed to the API server's CRD finalizer again."""
+
+
 def uninstall_keda_crds(plane: KubeControlPlane) -> None:
-    """Delete them (and with them every ScaledObject), waiting until the API server stops serving them."""
-    plane.kubectl("delete", *_crd_args(), "--ignore-not-found", "--wait=true", timeout=120)
+    """Delete them (and with them every ScaledObject), waiting until the API server stops serving them.
+
+    A CRD deleted soon after it was created can stay Terminating for minutes on v1.37: the API server's
+    CRD finalizer lists its instances while the resource's storage is still initializing, fails with
+    "storage is (re)initializing" and does not try again soon. Any change to a terminating CRD queues
+    it for the finalizer again, so one still there after CRD_NUDGE_SECONDS gets a new annotation."""
+    plane.kubectl("delete", *_crd_args(), "--ignore-not-found", "--wait=false")
+    started = time.monotonic()
+    nudges = 0
+    while left := plane.kubectl("get", *_crd_args(), "--ignore-not-found", "-o", "name").stdout.split():
+        waited = time.monotonic() - started
+        if waited > CRD_DELETION_TIMEOUT_SECONDS:
+            raise KedaHarnessError(f"KEDA's CRDs still there {waited:.0f} s after their deletion: {', '.join(left)}")
+        if waited > CRD_NUDGE_SECONDS * (nudges + 1):
+            nudges += 1
+            plane.kubectl("annotate", *left, f"presage.test/finalize-again={nudges}", "--overwrite", check=False)
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)
