@@ -11,6 +11,10 @@ same Prometheus, same concurrency), so the ratio shows what the API server round
 
 Memory: process RSS with the scalers cached and evaluating, minus RSS before any were created.
 
+Where the rest of the machine goes: the API server's, etcd's and Prometheus's CPU per evaluation over
+the controller's measurement window (from /proc), since on one machine they share its cores with
+the controller and bound its throughput.
+
 Sharding (``--shards N``): N ``presage run --shards N`` processes share the scalers, against one
 ``presage run`` process measured the same way (evaluations counted from each process's /metrics, CPU
 from /proc). On one machine the processes share its cores with the API server, etcd and Prometheus,
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -102,9 +107,21 @@ def objects(count: int, prom_url: str) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 
+@dataclass(frozen=True)
+class ControllerRun:
+    rate: float
+    """Evaluations per second."""
+    cpu_ms: float
+    """The controller's CPU per evaluation."""
+    memory_mib: float
+    servers_ms: dict[str, float]
+    """Each server's CPU per evaluation over the same window: what the evaluations cost beyond the
+    controller on the machine they share."""
+
+
 async def controller_rate(
-    plane: KubeControlPlane, seconds: float, concurrency: int, scalers: int
-) -> tuple[float, float]:
+    plane: KubeControlPlane, servers: dict[str, int], seconds: float, concurrency: int, scalers: int
+) -> ControllerRun:
     options = ControllerOptions(
         kubeconfig=plane.kubeconfig,
         namespaces=(NAMESPACE,),
@@ -118,12 +135,14 @@ async def controller_rate(
         while app.scalers.evaluations < scalers:  # warm-up: every scaler evaluated once
             await asyncio.sleep(0.5)
         start_count, start, cpu = app.scalers.evaluations, time.perf_counter(), cpu_seconds()
+        servers_before = {name: _cpu_of(pid) for name, pid in servers.items()}
         await asyncio.sleep(seconds)
         done = app.scalers.evaluations - start_count
         rate = done / (time.perf_counter() - start)
         cpu_ms = (cpu_seconds() - cpu) * 1000 / done
+        servers_ms = {name: (_cpu_of(pid) - servers_before[name]) * 1000 / done for name, pid in servers.items()}
         memory = rss_mib() - before
-    return rate, cpu_ms, memory
+    return ControllerRun(rate, cpu_ms, memory, servers_ms)
 
 
 def _evaluations(port: int) -> float:
@@ -260,7 +279,9 @@ def main() -> None:
         print(f"created {args.scalers} Deployments + PredictiveScalers in {time.perf_counter() - started:.1f}s")
 
         base, base_cpu = asyncio.run(baseline_rate(prom.url, min(args.seconds, 15.0), args.concurrency))
-        rate, cpu_ms, memory = asyncio.run(controller_rate(plane, args.seconds, args.concurrency, args.scalers))
+        servers = {**plane.pids, **({"prometheus": prom.pid} if prom.pid is not None else {})}
+        run = asyncio.run(controller_rate(plane, servers, args.seconds, args.concurrency, args.scalers))
+        rate, cpu_ms, memory = run.rate, run.cpu_ms, run.memory_mib
         written = json.loads(
             plane.kubectl(
                 "get", "predictivescaler", "s00000", "-n", NAMESPACE, "-o", "json", "--show-managed-fields"
@@ -277,6 +298,12 @@ def main() -> None:
     print(f"{'controller: scale GET + evaluate + status':<44} {rate:>14.1f} {cpu_ms:>12.2f}")
     print(f"ratio controller/baseline: {rate / base:.2f} (rate), {cpu_ms / base_cpu:.2f} (CPU per evaluation)")
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
+    shares = ", ".join(f"{name} {ms:.2f}" for name, ms in run.servers_ms.items())
+    total = cpu_ms + sum(run.servers_ms.values())
+    print(
+        f"the servers' CPU per evaluation in the same window, ms: {shares}; with the controller's, "
+        f"{total:.2f} ms, i.e. {rate * total / 1000:.2f} of this machine's {os.cpu_count()} cores busy"
+    )
     print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
     print(
         f"another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "

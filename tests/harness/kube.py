@@ -256,6 +256,12 @@ class KubeControlPlane:
         )
         return self
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The running servers' process ids by name (``etcd``, ``kube-apiserver``), for benchmarks
+        that measure what they cost."""
+        return {p.name: p.pid for p in (self._etcd, self._apiserver) if p is not None and p.running}
+
     def restart_apiserver(self) -> None:
         """Stop and start kube-apiserver on the same port, certs and etcd (data survives)."""
         if self._apiserver is not None:
