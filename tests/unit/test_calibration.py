@@ -160,17 +160,17 @@ def window_of(values: np.ndarray, forecast: Forecast) -> dict[float, float]:
 
 
 def test_a_miss_the_day_before_at_this_time_is_expected_again(backend_alone):
-    # Scores are errors / 2. Yesterday's 40 / 2 = 20 is beyond s(0.95), the 25th of 25 scores
-    # (⌈26·0.95⌉ = 25 is the largest, which it is), so every level is sized to at least it.
+    # Scores are errors / 2. Yesterday's 40 / 2 = 20 is beyond s(0.9), the 24th of 25 scores
+    # (⌈26·0.9⌉ = 24; it is the largest), so every level is sized to at least it.
     quantiles = window_of(*scored_day(40.0))
-    assert base_level(0.9) == pytest.approx(0.8961, abs=1e-4)
+    assert base_level(0.9) == pytest.approx(0.8944, abs=1e-4)
     assert quantiles[0.9] == pytest.approx(50.0 + 2 * 20.0)
     assert quantiles[0.5] == pytest.approx(50.0 + 2 * 20.0)
 
 
 def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the_noise_then(backend_alone):
     # The quarter hour before yesterday's origin alternated 10 and 14 (noise 4, twice today's 2), so
-    # its miss of 60 scores 15: beyond s(0.95) (the largest of the other scores is 11.5). It is
+    # its miss of 60 scores 15: beyond s(0.9) (the largest of the other scores is 11.5). It is
     # expected again as 60 in demand, not as 15 of today's noise (which would be 30).
     values, forecast = scored_day(60.0)
     n = len(values)
@@ -183,12 +183,12 @@ def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the
 
 
 def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower(backend_alone):
-    # Yesterday's error 5 (score 2.5) is ordinary: t_q = s(L_q), ranks ⌈26·0.896⌉ = 24 and
-    # ⌈26·0.475⌉ = 13 among the scores 0, 0.5, … 11.5 and 2.5 (the plain q0.9 would be rank 24 too).
+    # Yesterday's error 5 (score 2.5) is ordinary: t_q = s(L_q), ranks ⌈26·0.894⌉ = 24 and
+    # ⌈26·0.45⌉ = 12 among the scores 0, 0.5, … 11.5 and 2.5 (the plain q0.9 would be rank 24 too).
     quantiles = window_of(*scored_day(5.0))
     ranked = np.sort(np.append(np.arange(24) / 2, 2.5))
     assert quantiles[0.9] == pytest.approx(50.0 + 2 * ranked[23])
-    assert quantiles[0.5] == pytest.approx(50.0 + 2 * ranked[12])
+    assert quantiles[0.5] == pytest.approx(50.0 + 2 * ranked[11])
 
 
 @given(level=st.floats(min_value=0.01, max_value=0.999))
