@@ -47,8 +47,8 @@ Forecast
     largest ``1 - T`` of the day's errors (``a ≥ s(T)``, ``T`` = ANALOG_RANK) is expected again, as
     large in demand as it was: ``t_q = max(a · σ(n - D) / σ(n), s(L_q))``; otherwise
     ``t_q = s(L_q)``. (A job that recurs at this time adds the same demand whatever today's noise
-    level before it; in score units a calmer hour today would shrink it.) ``L_q`` is what makes the rule cover
-    exactly ``q`` where errors do not depend on the time of day (``a`` then falls in the top
+    level before it; in score units a calmer hour today would shrink it.) ``L_q`` is what makes the
+    rule cover exactly ``q`` where errors do not depend on the time of day (``a`` then falls in the top
     ``1 - T`` with probability ``1 - T``, and covers a new error with probability ``(1 + T) / 2``):
     ``L_q = (q - (1 - T²)/2) / T`` up to ``q = (1 + T²)/2``, ``√(2q - 1)`` above it, and 0 for the
     levels below ``(1 - T²)/2``, which then cover a little more than ``q``. At 0.9, ``L_q`` is
