@@ -182,6 +182,19 @@ def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the
     assert quantiles[0.5] == pytest.approx(50.0 + 60.0)
 
 
+def test_the_noise_ratio_that_carries_yesterdays_miss_is_bounded(backend_alone):
+    # Noise 8 before yesterday's origin, four times today's 2: the miss of 120 scores 15 and is carried
+    # over at the bounded ratio 2 (ANALOG_SCALE_RANGE), as 15 · 2 = 30 of today's noise, i.e. 60.
+    assert calibration.ANALOG_SCALE_RANGE == (0.5, 2.0)
+    values, forecast = scored_day(120.0)
+    n = len(values)
+    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 18.0], 8)
+    references = forecast.hindcast.references.copy()
+    references[-1] = values[n - DAY : n - DAY + 3].max() - 120.0
+    quantiles = window_of(values, replace(forecast, hindcast=replace(forecast.hindcast, references=references)))
+    assert quantiles[0.9] == pytest.approx(50.0 + 2 * 30.0)
+
+
 def test_an_ordinary_error_the_day_before_leaves_the_conformal_quantile_a_little_lower(backend_alone):
     # Yesterday's error 5 (score 2.5) is ordinary: t_q = s(L_q), ranks ⌈26·0.894⌉ = 24 and
     # ⌈26·0.45⌉ = 12 among the scores 0, 0.5, … 11.5 and 2.5 (the plain q0.9 would be rank 24 too).
