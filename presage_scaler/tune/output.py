@@ -13,6 +13,7 @@ from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.search import CONFIDENCE, Figures
+from presage_scaler.tune.split import RECENT
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
 DEFAULT_NAME = "tuned"
@@ -48,13 +49,24 @@ def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, An
 
 
 def _confidence(figures: Figures) -> str:
-    """How the in-sample figures were judged: with the margin their number of spells needs."""
+    """How the in-sample figures were judged: with the margin their number of spells needs, over the
+    whole part and over its last RECENT."""
     if not figures.spells:
-        return "in-sample it was never under-provisioned"
-    return (
-        f"in-sample under-provisioned in {figures.spells} spells: judged at {figures.under_bound_pct:.2f} % "
-        f"({figures.margin:.2f}×, what the rate could be with {CONFIDENCE:.0%} confidence)"
-    )
+        text = "in-sample it was never under-provisioned"
+    else:
+        text = (
+            f"in-sample under-provisioned in {_spells(figures.spells)}: judged at {figures.under_bound_pct:.2f} % "
+            f"({figures.margin:.2f}×, what the rate could be with {CONFIDENCE:.0%} confidence)"
+        )
+    if (recent := figures.recent) is not None:
+        text += f"; over its last {format_duration(RECENT)}: {recent.under_pct:.2f} %" + (
+            f" in {_spells(recent.spells)}, judged at {recent.under_bound_pct:.2f} %" if recent.spells else ""
+        )
+    return text
+
+
+def _spells(count: int) -> str:
+    return f"{count} spell" if count == 1 else f"{count} spells"
 
 
 def _figures_line(figures: Figures) -> str:

@@ -11,6 +11,11 @@ demand short are scaled by the upper CONFIDENCE bound of their rate over the cou
 (Wilson–Hilferty's form of the chi-squared bound): ×1.58 with 5 spells, ×1.14 with 50, ×1.04 with
 500. So a choice made on two days needs a margin, and one made on months hardly any.
 
+Months are also long enough to hide a drift: a candidate that meets the service level over half a
+year but not over its last week is tuned to a past the next week may not resemble. So an in-sample
+part longer than RECENT (a week, :mod:`presage_scaler.tune.split`) must meet it over its last
+RECENT as well, with that part's own margin (:attr:`Figures.recent`).
+
 The space is too large to replay whole (a ten-value dial times six knobs of four values), and two
 regularities make that unnecessary. Along the **dial**, targetQuantile, cost rises and
 under-provisioning falls, so for a setting of the other knobs (a *shape*) the cheapest point that
@@ -70,6 +75,8 @@ class Figures:
     spells: int | None = None
     """Separate spells of under-provisioning (runs of consecutive short steps); None: not counted,
     and the figures are taken as they are."""
+    recent: Figures | None = None
+    """In-sample figures only: the same over the part's last RECENT, when it is longer than that."""
 
     @property
     def margin(self) -> float:
@@ -89,6 +96,7 @@ class Figures:
             "cost_vs_oracle": self.cost_vs_oracle,
             "under_provisioned_spells": self.spells,
             "under_provisioned_bound_pct": self.under_bound_pct,
+            "recent": None if self.recent is None else self.recent.as_dict(),
         }
 
 
@@ -101,7 +109,11 @@ class Slo:
     unserved_pct: float | None = None
 
     def met(self, figures: Figures) -> bool:
-        """Whether ``figures`` (in-sample) meet it with CONFIDENCE: scaled by their margin."""
+        """Whether ``figures`` (in-sample) meet it with CONFIDENCE, each scaled by its margin: over the
+        whole part and, where there are figures of it, over its last RECENT."""
+        return self._met(figures) and (figures.recent is None or self._met(figures.recent))
+
+    def _met(self, figures: Figures) -> bool:
         return figures.under_bound_pct <= self.under_pct and (
             self.unserved_pct is None or figures.unserved_pct * figures.margin <= self.unserved_pct
         )

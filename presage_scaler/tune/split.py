@@ -19,6 +19,9 @@ from presage_scaler.tune.errors import TuneError
 HOLDOUT = timedelta(days=7)
 MIN_IN_SAMPLE = timedelta(days=2)
 MIN_PART = timedelta(days=1)
+RECENT = timedelta(days=7)
+"""An in-sample part longer than this is judged over its last RECENT too (see
+:class:`presage_scaler.tune.search.Slo`)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,12 @@ class Split:
     @property
     def held_out(self) -> timedelta:
         return (self.end - self.held_out_from) * self.step
+
+    @property
+    def recent_from(self) -> int | None:
+        """Where the in-sample part's last RECENT begins; None when the part is no longer than that."""
+        begin = self.held_out_from - _steps(RECENT, self.step)
+        return begin if begin > self.report_from else None
 
     def describe(self) -> str:
         """One sentence for the terminal and the report."""

@@ -122,6 +122,25 @@ def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_ho
     )
 
 
+@dataclass(frozen=True)
+class OracleHours:
+    """The oracle's replica-hours over each part the figures are measured on."""
+
+    in_sample: float
+    held_out: float
+    recent: float | None
+    """Over the in-sample part's last RECENT; None when the part is no longer than that."""
+
+
+def _in_sample(plan: Plan, simulation: Simulation, parts: Split, oracle: OracleHours) -> Figures:
+    """The in-sample figures, with those of its last RECENT when it is longer than that."""
+    figures = _figures(plan, simulation, parts.report_from, parts.held_out_from, oracle.in_sample)
+    if parts.recent_from is None or oracle.recent is None:
+        return figures
+    recent = _figures(plan, simulation, parts.recent_from, parts.held_out_from, oracle.recent)
+    return replace(figures, recent=recent)
+
+
 def _plan(
     trace: Trace, spec: PredictiveScalerSpec, setup: TuneSetup, backend: ForecastBackendSpec | None = None
 ) -> Plan:
@@ -165,8 +184,7 @@ class _Candidates:
     setup: TuneSetup
     base_wire: dict[str, Any]
     parts: Split
-    oracle: tuple[float, float]
-    """The oracle's replica-hours in-sample and held out."""
+    oracle: OracleHours
     levels: Sequence[float]
     progress: Progress | None
     pending: dict[ForecasterKnobs, Future[Forecasts]] = field(default_factory=dict)
@@ -217,8 +235,8 @@ class _Candidates:
         parts, the_plan = self.parts, prepared.plan
         self.trials[knobs] = Trial(
             knobs=knobs,
-            in_sample=_figures(the_plan, simulation, parts.report_from, parts.held_out_from, self.oracle[0]),
-            held_out=_figures(the_plan, simulation, parts.held_out_from, parts.end, self.oracle[1]),
+            in_sample=_in_sample(the_plan, simulation, parts, self.oracle),
+            held_out=_figures(the_plan, simulation, parts.held_out_from, parts.end, self.oracle.held_out),
         )
         self.seconds["replaying"] += time.perf_counter() - began
         return self.trials[knobs].in_sample
@@ -254,9 +272,13 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     base = knobs_of(spec, setup.backend)
     base_wire = spec.to_wire()
     before_plan = _plan(before, spec, setup)
-    hours = (
-        _figures(before_plan, run_oracle(before_plan), parts.report_from, parts.held_out_from, 1.0).replica_hours,
-        _figures(base_plan, run_oracle(base_plan), parts.held_out_from, parts.end, 1.0).replica_hours,
+    oracle_before = run_oracle(before_plan)
+    hours = OracleHours(
+        in_sample=_figures(before_plan, oracle_before, parts.report_from, parts.held_out_from, 1.0).replica_hours,
+        held_out=_figures(base_plan, run_oracle(base_plan), parts.held_out_from, parts.end, 1.0).replica_hours,
+        recent=None
+        if parts.recent_from is None
+        else _figures(before_plan, oracle_before, parts.recent_from, parts.held_out_from, 1.0).replica_hours,
     )
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
     space = space_for(base, spec, trace)
@@ -284,8 +306,8 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
         trials=tuple(candidates.trials.values()),
         chosen=candidates.trials[chosen],
         reactive=Outcome(
-            in_sample=_figures(base_plan, reactive, parts.report_from, parts.held_out_from, hours[0]),
-            held_out=_figures(base_plan, reactive, parts.held_out_from, parts.end, hours[1]),
+            in_sample=_in_sample(base_plan, reactive, parts, hours),
+            held_out=_figures(base_plan, reactive, parts.held_out_from, parts.end, hours.held_out),
         ),
         plan=base_plan,
         forecasts=len(candidates.prepared),

@@ -233,3 +233,20 @@ def test_the_table_says_how_the_in_sample_figures_were_judged(result):
     assert f"judged at {chosen.under_pct * chosen.margin:.2f} %" in line
     assert "80% confidence" in line
     assert chosen.under_pct * chosen.margin <= SLO.under_pct
+
+
+def test_a_choice_made_on_more_than_a_week_must_also_hold_over_its_last_week():
+    trace = daily_trace(12, seed=5)
+    found = tune(trace, setup_for(holdout=timedelta(days=1)))
+    parts = found.split
+    assert parts.in_sample == timedelta(days=9) and parts.recent_from == parts.held_out_from - 7 * DAY
+    for trial in found.trials:
+        recent = trial.in_sample.recent
+        assert recent is not None and recent.recent is None
+        assert recent.replica_hours < trial.in_sample.replica_hours
+        assert trial.held_out.recent is None
+    chosen = found.chosen.in_sample
+    assert found.met and SLO.met(chosen.recent)
+    assert all(t.in_sample.replica_hours >= chosen.replica_hours for t in found.trials if SLO.met(t.in_sample))
+    line = next(line for line in table(found).splitlines() if line.startswith("in-sample "))
+    assert "over its last 168h" in line

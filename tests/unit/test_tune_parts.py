@@ -108,6 +108,13 @@ def test_a_short_trace_keeps_two_days_to_choose_on():
     assert (parts.in_sample, parts.held_out) == (timedelta(days=2), timedelta(days=3))
 
 
+def test_an_in_sample_part_longer_than_a_week_is_also_judged_on_its_last_week():
+    parts = split(30 * DAY, START, STEP, 7 * DAY)
+    assert parts.recent_from == parts.held_out_from - 7 * DAY
+    assert split(12 * DAY, START, STEP, 7 * DAY).recent_from is None  # two days: the whole part is recent
+    assert split(21 * DAY, START, STEP, 7 * DAY).recent_from is None  # exactly a week
+
+
 def test_holdout_can_be_set():
     assert split(30 * DAY, START, STEP, 7 * DAY, timedelta(days=10)).held_out == timedelta(days=10)
 
@@ -153,6 +160,19 @@ def test_few_spells_need_a_margin_that_many_do_not():
     # The unserved-demand bound is scaled alike.
     strict = Slo(2.0, unserved_pct=0.1)
     assert not strict.met(Figures(under_pct=0.5, unserved_pct=0.09, replica_hours=1.0, cost_vs_oracle=1.0, spells=9))
+
+
+def test_a_part_that_meets_the_service_level_but_not_over_its_last_week_does_not():
+    slo = Slo(1.0)
+    months = Figures(under_pct=0.5, unserved_pct=0.05, replica_hours=1.0, cost_vs_oracle=1.0, spells=400)
+    # The last week: 1.5 % short in 12 spells, over the level even before its margin.
+    drifted = Figures(under_pct=1.5, unserved_pct=0.1, replica_hours=0.1, cost_vs_oracle=1.0, spells=12)
+    assert slo.met(months)
+    assert not slo.met(replace(months, recent=drifted))
+    # 0.6 % in 2 spells: under the level as seen, over it with the margin two spells need (×2.14).
+    assert not slo.met(replace(months, recent=replace(drifted, under_pct=0.6, spells=2)))
+    assert slo.met(replace(months, recent=replace(drifted, under_pct=0.2, spells=2)))
+    assert replace(months, recent=drifted).as_dict()["recent"]["under_provisioned_pct"] == 1.5
 
 
 # --- search --------------------------------------------------------------------------------------
