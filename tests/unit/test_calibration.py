@@ -4,7 +4,6 @@ errors, whether they are hindcast or recorded; the recorded ones are bounded and
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -142,11 +141,13 @@ def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_err
     assert window.reference == 50.0
 
 
-def scored_day(analog_error: float) -> tuple[np.ndarray, Forecast]:
-    """A day and a half alternating 10 and 12 (noise 2 everywhere) and 25 past forecasts: 24 whose
+def scored_day(analog_error: float, noise_then: float = 2.0) -> tuple[np.ndarray, Forecast]:
+    """A day and a half alternating 10 and 12 (noise 2), but for the quarter hour before the same time
+    the day before, which alternates 10 and 10 + ``noise_then``, and 25 past forecasts: 24 whose
     errors are 0, 1, … 23, and the one from the same time the day before with ``analog_error``."""
     values = np.tile([10.0, 12.0], 1000)
     n = len(values)
+    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 10.0 + noise_then], 8)
     origins = np.append(np.arange(n - 3 - 10 * 23, n - 2, 10), n - DAY)
     errors = np.append(np.arange(24, dtype=np.float64), analog_error)
     references = np.array([values[o : o + 3].max() for o in origins]) - errors
@@ -172,12 +173,7 @@ def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the
     # The quarter hour before yesterday's origin alternated 10 and 14 (noise 4, twice today's 2), so
     # its miss of 60 scores 15: beyond s(0.9) (the largest of the other scores is 11.5). It is
     # expected again as 60 in demand, not as 15 of today's noise (which would be 30).
-    values, forecast = scored_day(60.0)
-    n = len(values)
-    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 14.0], 8)
-    references = forecast.hindcast.references.copy()
-    references[-1] = values[n - DAY : n - DAY + 3].max() - 60.0
-    quantiles = window_of(values, replace(forecast, hindcast=replace(forecast.hindcast, references=references)))
+    quantiles = window_of(*scored_day(60.0, noise_then=4.0))
     assert quantiles[0.9] == pytest.approx(50.0 + 60.0)
     assert quantiles[0.5] == pytest.approx(50.0 + 60.0)
 
@@ -186,12 +182,7 @@ def test_the_noise_ratio_that_carries_yesterdays_miss_is_bounded(backend_alone):
     # Noise 8 before yesterday's origin, four times today's 2: the miss of 120 scores 15 and is carried
     # over at the bounded ratio 2 (ANALOG_SCALE_RANGE), as 15 · 2 = 30 of today's noise, i.e. 60.
     assert calibration.ANALOG_SCALE_RANGE == (0.5, 2.0)
-    values, forecast = scored_day(120.0)
-    n = len(values)
-    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 18.0], 8)
-    references = forecast.hindcast.references.copy()
-    references[-1] = values[n - DAY : n - DAY + 3].max() - 120.0
-    quantiles = window_of(values, replace(forecast, hindcast=replace(forecast.hindcast, references=references)))
+    quantiles = window_of(*scored_day(120.0, noise_then=8.0))
     assert quantiles[0.9] == pytest.approx(50.0 + 2 * 30.0)
 
 
