@@ -48,11 +48,11 @@ def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, An
     ]
 
 
-def _confidence(figures: Figures) -> str:
+def judged(figures: Figures) -> str:
     """How the in-sample figures were judged: with the margin their number of spells needs, over the
     whole part and over its last RECENT."""
     if not figures.spells:
-        text = "in-sample it was never under-provisioned"
+        text = "never under-provisioned in-sample"
     else:
         text = (
             f"in-sample under-provisioned in {_spells(figures.spells)}: judged at {figures.under_bound_pct:.2f} % "
@@ -187,7 +187,7 @@ def table(result: TuneResult) -> str:
     lines += [
         "",
         f"chosen: {_changes(result)}",
-        _confidence(result.chosen.in_sample),
+        judged(result.chosen.in_sample),
         verdict(result),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",

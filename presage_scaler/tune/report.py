@@ -20,7 +20,7 @@ import yaml
 from plotly.subplots import make_subplots
 
 from presage_scaler.backtest import plots
-from presage_scaler.tune.output import manifests, verdict
+from presage_scaler.tune.output import judged, manifests, verdict
 from presage_scaler.tune.search import Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
@@ -193,11 +193,14 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
         f"<h1>presage tune: {escape(name)}</h1>",
         _lead(f"The cheapest policy found with {escape(result.slo.describe())}. {escape(result.split.describe())}."),
         _lead(f"<b>{escape(verdict(result))}</b>"),
+        _lead(f"The chosen spec, {escape(judged(result.chosen.in_sample))}."),
         plots.table(_figures_rows(result), header),
         "<h2>Where does the chosen spec sit among the candidates?</h2>",
         _lead(
             f"Each point is one of the {len(result.trials)} candidates replayed (hover for its knobs). The choice "
-            "is the cheapest point below the dashed line in-sample; the right-hand panel shows the same candidates "
+            "is the cheapest point that meets the service level (the dashed line) in-sample with confidence: "
+            "scaled by the margin its spells need, over the whole part and, when that is longer than a week, "
+            "over its last week too. The right-hand panel shows the same candidates "
             "on the held-out part, which played no part in the choice. The reactive HPA is usually far above the "
             "service level: double-click a panel twice to see every point."
         ),

@@ -136,6 +136,9 @@ def test_the_three_files_are_written(run):
     assert document["reactive"]["held_out"]["under_provisioned_pct"] > 1.0
     report = (out / "report.html").read_text()
     assert "held out: the check" in report and "starting spec" in report
+    spells = document["chosen"]["in_sample"]["under_provisioned_spells"]
+    judged = f"in-sample under-provisioned in {spells} spell" if spells else "never under-provisioned in-sample"
+    assert f"The chosen spec, {judged}" in report  # how the choice was judged, as the terminal says it
 
 
 def test_spec_yaml_is_ready_to_apply(run):
