@@ -150,6 +150,7 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
             leading=leading,
             owns=owns,
             scaled_objects=triggers,
+            staleness=options.staleness,
         )
         lease_namespace = options.lease_namespace or config.namespace
         timing = {

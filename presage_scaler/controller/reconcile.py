@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import Condition, PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.types import AgonesFleetTarget, Condition, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
@@ -41,6 +41,7 @@ from presage_scaler.controller.conditions import (
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
 from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
+from presage_scaler.controller.status_cadence import merge_patch, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.engine.calibration import CalibrationState
@@ -76,12 +77,24 @@ def _failure_of(exc: Exception) -> Failure:
     return Failure(getattr(exc, "reason", Reason.INTERNAL_ERROR), str(message))
 
 
-def _ready_condition(status: PredictiveScalerStatus, interval: timedelta, now: datetime) -> ConditionUpdate:
+def served_within(spec: PredictiveScalerSpec, staleness: StalenessBound) -> timedelta:
+    """The age past which this scaler's written recommendation is refused: KEDA's staleness bound, or
+    an Agones Fleet's maximum recommendation age where that is shorter."""
+    bound = staleness.max_age(spec.interval)
+    target = spec.scale_target_ref
+    if target.is_agones_fleet:
+        bound = min(bound, (target.agones or AgonesFleetTarget()).max_recommendation_age)
+    return bound
+
+
+def _ready_condition(
+    status: PredictiveScalerStatus, interval: timedelta, staleness: StalenessBound, now: datetime
+) -> ConditionUpdate:
     """Ready while a recommendation exists and is fresh enough to be served."""
     if status.recommended_replicas is None or status.last_forecast is None:
         return ConditionUpdate(READY, "False", Reason.NO_RECOMMENDATION, "no successful evaluation yet")
     age = now - status.last_forecast.generated_at
-    bound = StalenessBound().max_age(interval)
+    bound = staleness.max_age(interval)
     if age > bound:
         return ConditionUpdate(
             READY,
@@ -125,8 +138,10 @@ class ScalerReconciler:
         *,
         clock: Callable[[], datetime],
         scaled_objects: ScaledObjectConsumers | None,
+        staleness: StalenessBound,
     ) -> None:
-        """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written."""
+        """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written;
+        ``staleness``: the bound KEDA is served under (a status is held only within it)."""
         self._store = store
         self._specs = specs
         self._backends = backends
@@ -139,6 +154,8 @@ class ScalerReconciler:
         self._clock = clock
         self._scaled_objects = scaled_objects
         self._started = time.monotonic()
+        self._staleness = staleness
+        self.writes = 0  # status writes attempted (an evaluation whose status was held makes none)
 
     async def reconcile(self, entry: ScalerEntry) -> float:
         """Evaluate one scaler and write its status; returns seconds until the next evaluation."""
@@ -210,13 +227,20 @@ class ScalerReconciler:
             assert failure is not None
             self._metrics.observe_error(namespace, name, failure.reason)
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
-        updated = await self._writer.write(
-            obj,
-            status,
-            lambda status: self._status_patch(
-                status, generation, current, recommendation, failure, shadow, interval, now, conditions
-            ),
-        )
+
+        def patch_of(base: PredictiveScalerStatus) -> JSON:
+            return self._status_patch(
+                base, generation, current, recommendation, failure, shadow, interval, now, conditions
+            )
+
+        fields = patch_of(status)
+        if recommendation is not None:
+            evaluated = merge_patch(entry.status_json(), fields)
+            if not write_due(entry.written, evaluated, interval, served_within(spec, self._staleness), now):
+                entry.hold(evaluated)
+                return interval.total_seconds()
+        updated = await self._writer.write(obj, status, lambda base: fields if base is status else patch_of(base))
+        self.writes += 1
         if updated is not None:
             entry.accept(updated)
             item = stored_recommendation(updated, self._specs)
@@ -278,7 +302,7 @@ class ScalerReconciler:
         else:
             assert failure is not None
             updates = [
-                _ready_condition(status, interval, now),
+                _ready_condition(status, interval, self._staleness, now),
                 ConditionUpdate(DEGRADED, "True", failure.reason, failure.message),
             ]
         merged = merge_conditions(status.conditions, [*updates, *conditions], generation, now)

@@ -13,6 +13,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import API_VERSION, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, Resource
+from presage_scaler.controller.status_cadence import WrittenStatus
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.serving.store import StoredRecommendation, TargetRef
 
@@ -41,31 +42,61 @@ def compact(obj: JSON) -> JSON:
 class ScalerEntry:
     """The controller's copy of one PredictiveScaler: the newest object seen (:func:`compact`, its
     status kept apart as compact JSON: a status holds up to 32 pending shadow predictions, ~15 KiB
-    as parsed JSON and ~4 KiB as text) and its generation."""
+    as parsed JSON and ~4 KiB as text) and its generation.
 
-    __slots__ = ("_status_json", "generation", "obj", "scheduled_generation")
+    The status it reads is the written one, or a newer one an evaluation held instead of writing
+    (:mod:`~presage_scaler.controller.status_cadence`); a held status is dropped when the watch brings
+    a status other than the one it was computed on (another replica wrote since).
+    """
+
+    __slots__ = ("_held", "_status_json", "_written_hash", "generation", "obj", "scheduled_generation", "written")
 
     def __init__(self, obj: JSON, generation: int) -> None:
         self.generation = generation
         self.scheduled_generation: int | None = None  # generation the last evaluation started from
+        self._held = False
         self.keep(obj)
 
     def keep(self, obj: JSON) -> None:
         """Keep ``obj``, a newer version from the watch."""
         head = compact(obj)
+        status = head.get("status")
         try:
-            self._status_json = json.dumps(head.get("status") or {}, separators=(",", ":")).encode()
+            status_json = json.dumps(status or {}, separators=(",", ":")).encode()
         except (RecursionError, ValueError):  # nested past what JSON text may be: unreadable, as in status_of
-            self._status_json = b"null"
+            status_json = b"null"
         self.obj: JSON = {k: v for k, v in head.items() if k != "status"}
+        if self._held and hash(status_json) == self._written_hash:
+            return  # the status the held one was computed on: keep the held one
+        self._held = False
+        self._status_json = status_json
+        self._written_hash = hash(status_json)
+        self.written = WrittenStatus.of(status if isinstance(status, dict) else {})
 
     def accept(self, written: JSON) -> None:
         """Keep ``written`` (a status write's answer) unless a newer object has arrived meanwhile."""
         if newer_or_same(written, self.obj):
+            self._held = False
             self.keep(written)
 
+    def hold(self, status: JSON) -> None:
+        """Keep ``status`` as this scaler's status without writing it (the written one stays
+        :attr:`written`)."""
+        self._status_json = json.dumps(status, separators=(",", ":")).encode()
+        self._held = True
+
+    @property
+    def holding(self) -> bool:
+        """Whether the status kept is newer than the one written."""
+        return self._held
+
+    def status_json(self) -> JSON:
+        """The kept status as JSON (the held one if any)."""
+        loaded = json.loads(self._status_json)
+        return loaded if isinstance(loaded, dict) else {}
+
     def status(self) -> PredictiveScalerStatus:
-        """The kept object's status, as :func:`status_of` reads it."""
+        """The kept status (the held one if any), as :func:`status_of` reads it."""
         try:
             return PredictiveScalerStatus.model_validate_json(self._status_json)
         except (ValidationError, RecursionError):

@@ -26,6 +26,7 @@ from presage_scaler.controller.schedule import Scheduler
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class ScalerController:
         owns: Callable[[Key], bool] = lambda key: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         scaled_objects: ScaledObjectConsumers | None = None,
+        staleness: StalenessBound | None = None,
     ) -> None:
         """``leading``: whether this replica evaluates at all; ``owns``: whether it evaluates that
         scaler (sharded: whether it owns its shard). Without ``scaled_objects`` (tests, benchmarks)
@@ -73,8 +75,14 @@ class ScalerController:
             StatusWriter(client, lambda key: leading() and owns(key)),
             clock=clock,
             scaled_objects=scaled_objects,
+            staleness=staleness or StalenessBound(),
         )
         self.evaluations = 0  # completed evaluations, for benchmarks and logs
+
+    @property
+    def status_writes(self) -> int:
+        """Status writes attempted: fewer than evaluations, since most statuses are held for the next."""
+        return self._reconciler.writes
 
     # -- informer side (every replica)
 

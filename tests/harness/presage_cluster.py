@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from presage_scaler.controller.app import ControllerOptions
+from presage_scaler.serving.keda import StalenessBound
 from tests.harness.kube import KubeControlPlane, KubeHarnessError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,6 +126,11 @@ def recent_samples(hours: float = 3.0) -> list[tuple[datetime, float]]:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     start = now - timedelta(hours=hours)
     return [(start + timedelta(minutes=i), demand(start + timedelta(minutes=i))) for i in range(int(hours * 60) + 1)]
+
+
+WRITES_EVERY_EVALUATION = StalenessBound(factor=1.0, floor=timedelta(0))
+"""A staleness bound of one interval leaves no room to hold a status for the next evaluation: every
+evaluation writes its status (how the controller worked before statuses were held)."""
 
 
 def options(plane: KubeControlPlane, namespace: str, **overrides: Any) -> ControllerOptions:

@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -23,6 +23,7 @@ from presage_scaler.serving.store import RecommendationStore
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.kube import KubeControlPlane
 from tests.harness.presage_cluster import (
+    WRITES_EVERY_EVALUATION,
     apply,
     condition,
     demand,
@@ -118,15 +119,52 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
     assert row.split()[:6] == ["web", "Shadow", "web", "3", row.split()[4], "40"]
 
 
+async def test_unchanged_statuses_are_held_for_the_next_evaluation_and_changes_written_at_once(
+    cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """An evaluation that changes nothing anyone acts on holds its status for the next one: about
+    one write per two evaluations, what KEDA is served never older than two intervals, and a
+    visible change (the Deployment scaled by hand) written by the first evaluation that sees it."""
+    interval = timedelta(seconds=5)
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="5s"), kube_namespace)
+    async with running(options(cluster, kube_namespace)) as app:
+        await eventually(
+            lambda: app.store.get(kube_namespace, "web"), lambda item: item is not None, what="a recommendation"
+        )
+        evaluations, writes = app.scalers.evaluations, app.scalers.status_writes
+        served_ages = []
+        for _ in range(60):  # 30 s: six evaluations
+            served_ages.append(app.store.get(kube_namespace, "web").age(datetime.now(UTC)))
+            await asyncio.sleep(0.5)
+        evaluations, writes = app.scalers.evaluations - evaluations, app.scalers.status_writes - writes
+        assert evaluations >= 5
+        assert evaluations // 2 <= writes < evaluations
+        assert max(served_ages) <= 2 * interval + timedelta(seconds=2)
+
+        cluster.kubectl("scale", "deployment", "web", "--replicas=7", "-n", kube_namespace)
+        scaled = datetime.now(UTC)
+        seen = await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: o["status"].get("currentReplicas") == 7,
+            what="the new count in status",
+        )
+        generated = datetime.fromisoformat(seen["status"]["lastForecast"]["generatedAt"])
+        assert generated - scaled <= interval + timedelta(seconds=1)  # not held for the evaluation after
+
+
 @contextlib.asynccontextmanager
 async def _evaluated_once(
     cluster: KubeControlPlane, namespace: str, backend_name: str, prometheus_factory: PrometheusFactory
 ) -> AsyncIterator[tuple[Any, dict[str, Any]]]:
-    """A running controller and its 10m-interval scaler "web" as it is after its first evaluation."""
+    """A running controller and its 10m-interval scaler "web" as it is after its first evaluation,
+    under a staleness bound of one interval, so that no evaluation's status can be held: every one
+    writes."""
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     apply(cluster, deployment("web", 3), namespace)
     apply(cluster, predictive_scaler("web", "web", prom.url, "app_demand", backend_name, interval="10m"), namespace)
-    async with running(options(cluster, namespace)) as app:
+    async with running(options(cluster, namespace, staleness=WRITES_EVERY_EVALUATION)) as app:
         scaler = await eventually(
             lambda: get(cluster, "predictivescaler", "web", namespace),
             lambda o: (o.get("status") or {}).get("lastForecast") is not None,
@@ -168,6 +206,7 @@ async def test_a_leader_deposed_mid_retry_writes_nothing(cluster, kube_namespace
             EventRecorder(app.client, host="deposed"),
             ScalerMetrics(),
             leading=leading_until_the_first_conflict,
+            staleness=WRITES_EVERY_EVALUATION,
         )
         await deposed.reconcile(ScalerEntry(obj=stale, generation=stale["metadata"]["generation"]))
     fresh = get(cluster, "predictivescaler", "web", kube_namespace)

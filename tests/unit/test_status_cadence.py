@@ -1,0 +1,169 @@
+"""When an evaluation's status is written at once and when it is held for the next evaluation."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from presage_scaler.controller.scaler_objects import ScalerEntry
+from presage_scaler.controller.status_cadence import WrittenStatus, merge_patch, visible_key, write_due
+
+WRITTEN_AT = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+KEDA_BOUND = 3 * MINUTE  # the default staleness bound at a 1m interval
+
+
+def status(at: datetime = WRITTEN_AT, **changes: object) -> dict:
+    base: dict = {
+        "observedGeneration": 3,
+        "currentReplicas": 4,
+        "recommendedReplicas": 5,
+        "lastForecast": {"generatedAt": at.isoformat(), "point": "41.5", "backend": "default", "leadTimeSeconds": 120},
+        "breakdown": {"bindingSignal": "requests", "constraint": "", "predictive": 5},
+        "signalStatuses": [{"name": "requests", "observed": "40", "forecast": "41.5", "replicas": 5}],
+        "conditions": [
+            {"type": "Degraded", "status": "False", "reason": "EvaluationSucceeded", "message": "ok"},
+            {"type": "Ready", "status": "True", "reason": "Recommended", "message": f"forecast 41.5 at {at}"},
+        ],
+    }
+    base.update(changes)
+    return base
+
+
+def test_a_newer_forecast_alone_is_held_one_evaluation_then_written():
+    written = WrittenStatus.of(status())
+    one_later = status(WRITTEN_AT + MINUTE, shadow={"predictions": [{"replicas": 5}]})
+    one_later["lastForecast"]["point"] = "44"
+    one_later["conditions"][1]["message"] = "forecast 44 at a later time"
+    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
+    # Late by a few seconds still holds; the second evaluation after the write writes.
+    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE + timedelta(seconds=20))
+    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + 2 * MINUTE)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"recommendedReplicas": 6},
+        {"currentReplicas": 5},
+        {"observedGeneration": 4},
+        {"scaleDownCandidateSince": WRITTEN_AT.isoformat()},
+        {"breakdown": {"bindingSignal": "requests", "constraint": "ForecastUncertainty", "predictive": 4}},
+        {"breakdown": {"bindingSignal": "cpu", "constraint": "", "predictive": 5}},
+        {"signalStatuses": [{"name": "requests", "observed": "40", "forecast": "41.5", "replicas": 4}]},
+    ],
+    ids=lambda change: next(iter(change)),
+)
+def test_a_visible_change_is_written_at_once(change):
+    written = WrittenStatus.of(status())
+    assert write_due(written, status(WRITTEN_AT + MINUTE, **change), MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
+
+
+def test_a_moving_last_scale_time_alone_is_held():
+    """In Shadow, or while a scale-up is rate-limited, every evaluation moves lastScaleTime."""
+    written = WrittenStatus.of(status(lastScaleTime=WRITTEN_AT.isoformat()))
+    later = WRITTEN_AT + MINUTE
+    assert not write_due(written, status(later, lastScaleTime=later.isoformat()), MINUTE, KEDA_BOUND, later)
+
+
+def test_condition_changes_are_written_at_once_but_not_a_successful_ready_restating_its_figures():
+    written = WrittenStatus.of(status())
+    later = WRITTEN_AT + MINUTE
+    flipped = status(later)
+    flipped["conditions"][0] = {"type": "Degraded", "status": "True", "reason": "QueryFailed", "message": "refused"}
+    assert write_due(written, flipped, MINUTE, KEDA_BOUND, later)
+    reworded = status(later)
+    reworded["conditions"][0]["message"] = "another message"
+    assert write_due(written, reworded, MINUTE, KEDA_BOUND, later)
+    added = status(later)
+    added["conditions"].append({"type": "Consumed", "status": "True", "reason": "ConsumedByScaledObject"})
+    assert write_due(written, added, MINUTE, KEDA_BOUND, later)
+    restated = status(later)
+    restated["conditions"][1]["message"] = "recommended 5 replicas: forecast 43.9"
+    assert not write_due(written, restated, MINUTE, KEDA_BOUND, later)
+
+
+def test_nothing_is_held_that_would_be_served_past_its_bound():
+    written = WrittenStatus.of(status())
+    later = WRITTEN_AT + MINUTE
+    # Written a minute ago, next written a minute from now: 2 minutes old at most. An Agones fleet
+    # refusing at 2m, or a staleness bound of 2 intervals, leaves no half interval to spare.
+    assert write_due(written, status(later), MINUTE, 2 * MINUTE, later)
+    assert write_due(written, status(later), MINUTE, timedelta(seconds=149), later)
+    assert not write_due(written, status(later), MINUTE, timedelta(seconds=150), later)
+
+
+def test_a_written_status_without_a_forecast_time_is_always_rewritten():
+    bare = status()
+    del bare["lastForecast"]
+    assert write_due(WrittenStatus.of(bare), status(WRITTEN_AT + MINUTE), MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
+    unreadable = status()
+    unreadable["lastForecast"]["generatedAt"] = "yesterday"
+    assert WrittenStatus.of(unreadable).generated_at is None
+    naive = status()
+    naive["lastForecast"]["generatedAt"] = "2026-12-01T10:00:00"
+    assert WrittenStatus.of(naive).generated_at == WRITTEN_AT  # read as UTC, as the store reads it
+
+
+def test_merge_patch_merges_objects_removes_nulls_and_replaces_the_rest():
+    target = {"a": 1, "b": {"x": 1, "y": 2}, "c": [1, 2], "d": "gone"}
+    before = copy.deepcopy(target)
+    patched = merge_patch(target, {"b": {"y": None, "z": 3}, "c": [3], "d": None, "e": {"f": 1}})
+    assert patched == {"a": 1, "b": {"x": 1, "z": 3}, "c": [3], "e": {"f": 1}}
+    assert target == before
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from(sorted(status())), JSON_VALUES, max_size=8))
+def test_any_status_a_tenant_writes_by_hand_has_a_key_and_a_written_form(hand_written):
+    WrittenStatus.of(hand_written)
+    assert isinstance(visible_key(hand_written), str)
+
+
+def _scaler(version: str, written: dict) -> dict:
+    return {
+        "apiVersion": "scaling.presage.sh/v1alpha1",
+        "kind": "PredictiveScaler",
+        "metadata": {"name": "web", "namespace": "shop", "resourceVersion": version, "generation": 3},
+        "spec": {"interval": "1m"},
+        "status": written,
+    }
+
+
+def test_an_entry_reads_its_held_status_until_another_status_is_written():
+    entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
+    held = status(WRITTEN_AT + MINUTE)
+    held["lastForecast"]["point"] = "44"
+    entry.hold(held)
+    assert entry.holding and entry.status_json() == held
+    assert entry.written == WrittenStatus.of(status())  # what KEDA is served is still the written one
+    # A spec edit (the status unchanged on the server) keeps the held status.
+    edited = _scaler("8", status())
+    edited["spec"] = {"interval": "2m"}
+    entry.keep(edited)
+    assert entry.obj["spec"] == {"interval": "2m"} and entry.status_json() == held
+    # Another replica's write replaces it: the held one was computed on a status no longer there.
+    elsewhere = status(WRITTEN_AT + 2 * MINUTE, recommendedReplicas=9)
+    entry.keep(_scaler("9", elsewhere))
+    assert not entry.holding and entry.status_json() == elsewhere
+    assert entry.written == WrittenStatus.of(elsewhere)
+
+
+def test_a_write_replaces_the_held_status():
+    entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
+    entry.hold(status(WRITTEN_AT + MINUTE))
+    after = status(WRITTEN_AT + 2 * MINUTE)
+    entry.accept(_scaler("8", after))
+    assert not entry.holding and entry.status_json() == after
+    assert entry.written.generated_at == WRITTEN_AT + 2 * MINUTE
