@@ -88,12 +88,17 @@ def served_within(spec: PredictiveScalerSpec, staleness: StalenessBound) -> time
 
 
 def _ready_condition(
-    status: PredictiveScalerStatus, interval: timedelta, staleness: StalenessBound, now: datetime
+    status: PredictiveScalerStatus,
+    served_at: datetime | None,
+    interval: timedelta,
+    staleness: StalenessBound,
+    now: datetime,
 ) -> ConditionUpdate:
-    """Ready while a recommendation exists and is fresh enough to be served."""
-    if status.recommended_replicas is None or status.last_forecast is None:
+    """Ready while a recommendation exists and the one served (written at ``served_at``: the status
+    may hold a newer evaluation not yet written) is fresh enough to be served."""
+    if status.recommended_replicas is None or served_at is None:
         return ConditionUpdate(READY, "False", Reason.NO_RECOMMENDATION, "no successful evaluation yet")
-    age = now - status.last_forecast.generated_at
+    age = now - served_at
     bound = staleness.max_age(interval)
     if age > bound:
         return ConditionUpdate(
@@ -108,7 +113,7 @@ def _ready_condition(
         "True",
         Reason.LAST_RECOMMENDATION_HELD,
         f"serving the last good recommendation ({status.recommended_replicas}) from "
-        f"{status.last_forecast.generated_at.isoformat()} while degraded",
+        f"{served_at.isoformat()} while degraded",
     )
 
 
@@ -229,8 +234,10 @@ class ScalerReconciler:
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
+            written = base.last_forecast.generated_at if base.last_forecast else None
+            served_at = entry.written.generated_at if base is status else written
             return self._status_patch(
-                base, generation, current, recommendation, failure, shadow, interval, now, conditions
+                base, served_at, generation, current, recommendation, failure, shadow, interval, now, conditions
             )
 
         fields = patch_of(status)
@@ -267,6 +274,7 @@ class ScalerReconciler:
     def _status_patch(
         self,
         status: PredictiveScalerStatus,
+        served_at: datetime | None,
         generation: int,
         current: int | None,
         recommendation: Recommendation | None,
@@ -276,6 +284,9 @@ class ScalerReconciler:
         now: datetime,
         conditions: list[ConditionUpdate],
     ) -> JSON:
+        """The status fields to write over ``status``. ``served_at``: when the forecast of the
+        written status, the one served, was made. A failure writes no forecast, so after a held
+        evaluation the written recommendation (the same count) stays the one served and judged."""
         fields: JSON = {"observedGeneration": generation}
         if current is not None:
             fields["currentReplicas"] = current
@@ -302,7 +313,7 @@ class ScalerReconciler:
         else:
             assert failure is not None
             updates = [
-                _ready_condition(status, interval, self._staleness, now),
+                _ready_condition(status, served_at, interval, self._staleness, now),
                 ConditionUpdate(DEGRADED, "True", failure.reason, failure.message),
             ]
         merged = merge_conditions(status.conditions, [*updates, *conditions], generation, now)
