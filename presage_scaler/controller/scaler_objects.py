@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -13,7 +12,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import API_VERSION, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, Resource
-from presage_scaler.controller.status_cadence import WrittenStatus
+from presage_scaler.controller.status_cadence import WrittenStatus, forecast_time
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.serving.store import StoredRecommendation, TargetRef
 
@@ -49,7 +48,7 @@ class ScalerEntry:
     a status other than the one it was computed on (another replica wrote since).
     """
 
-    __slots__ = ("_held", "_status_json", "_written_hash", "generation", "obj", "scheduled_generation", "written")
+    __slots__ = ("_held", "_status_json", "_written", "_written_hash", "generation", "obj", "scheduled_generation")
 
     def __init__(self, obj: JSON, generation: int) -> None:
         self.generation = generation
@@ -71,7 +70,7 @@ class ScalerEntry:
         self._held = False
         self._status_json = status_json
         self._written_hash = hash(status_json)
-        self.written = WrittenStatus.of(status if isinstance(status, dict) else {})
+        self._written: WrittenStatus | None = None  # read when first needed: only the scaler's evaluator does
 
     def accept(self, written: JSON) -> None:
         """Keep ``written`` (a status write's answer) unless a newer object has arrived meanwhile."""
@@ -82,8 +81,16 @@ class ScalerEntry:
     def hold(self, status: JSON) -> None:
         """Keep ``status`` as this scaler's status without writing it (the written one stays
         :attr:`written`)."""
+        self._written = self.written
         self._status_json = json.dumps(status, separators=(",", ":")).encode()
         self._held = True
+
+    @property
+    def written(self) -> WrittenStatus:
+        """What the status last written shows."""
+        if self._written is None:  # not holding: the kept status is the written one
+            self._written = WrittenStatus.of(self.status_json())
+        return self._written
 
     @property
     def holding(self) -> bool:
@@ -158,14 +165,12 @@ def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation |
     if not isinstance(status, dict):
         return None
     recommended, current = status.get("recommendedReplicas"), status.get("currentReplicas")
-    last_forecast = status.get("lastForecast")
-    generated_at = last_forecast.get("generatedAt") if isinstance(last_forecast, dict) else None
-    if not isinstance(recommended, int) or not isinstance(generated_at, str):
+    generated = forecast_time(status)
+    if not isinstance(recommended, int) or generated is None:
         return None
     try:
         spec = specs.get(obj)
-        generated = datetime.fromisoformat(generated_at)
-    except (EvaluationError, ValueError):
+    except EvaluationError:
         return None
     target = spec.scale_target_ref
     return StoredRecommendation(
@@ -175,7 +180,7 @@ def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation |
         target=TargetRef(api_version=target.api_version, kind=target.kind, name=target.name),
         recommended_replicas=recommended,
         current_replicas=current if isinstance(current, int) else None,
-        generated_at=generated if generated.tzinfo else generated.replace(tzinfo=UTC),
+        generated_at=generated,
         interval=spec.interval,
         min_replicas=spec.policy.min_replicas,
         max_replicas=spec.policy.max_replicas,

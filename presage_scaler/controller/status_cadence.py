@@ -92,12 +92,18 @@ class WrittenStatus:
 
     @classmethod
     def of(cls, status: JSON) -> WrittenStatus:
-        generated = _dict(status.get("lastForecast")).get("generatedAt")
-        try:
-            at = datetime.fromisoformat(generated) if isinstance(generated, str) else None
-        except ValueError:
-            at = None
-        return cls(hash(visible_key(status)), at if at is None or at.tzinfo else at.replace(tzinfo=UTC))
+        return cls(hash(visible_key(status)), forecast_time(status))
+
+
+def forecast_time(status: JSON) -> datetime | None:
+    """``lastForecast.generatedAt`` of a status as JSON; None when absent or unreadable, UTC when it
+    names no zone."""
+    generated = _dict(status.get("lastForecast")).get("generatedAt")
+    try:
+        at = datetime.fromisoformat(generated) if isinstance(generated, str) else None
+    except ValueError:
+        return None
+    return at if at is None or at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def write_due(
