@@ -149,8 +149,8 @@ def assert_forecast(request: dict[str, Any], status: int, content: bytes) -> Non
     assert body["horizon"] == request["horizon"] and len(body["series"]) == len(request["series"])
     for sent, got in zip(request["series"], body["series"], strict=True):
         assert got["id"] == sent.get("id", got["id"])
-        # Forecast times need a step: two timestamps at least.
-        assert ("timestamps" in got) == (len(sent.get("timestamps", [])) > 1), got
+        # Forecast times need a step: two timestamps at least (``null`` is the same as absent).
+        assert ("timestamps" in got) == (len(sent.get("timestamps") or []) > 1), got
         timestamps = [got["timestamps"]] if "timestamps" in got else []
         for values in (got["point"], *got["quantiles"].values(), *timestamps):
             assert len(values) == request["horizon"] and all(math.isfinite(v) for v in values), got

@@ -160,6 +160,11 @@ def test_timestamps_give_forecast_times():
     assert result["timestamps"] == [780.0, 840.0, 900.0, 960.0]
 
 
+def test_null_timestamps_are_the_same_as_none():
+    call = protocol.parse_request(request(series=[{"values": [1, 2, 3], "timestamps": None}]), SETTINGS)
+    assert "timestamps" not in protocol.series_result(call.series[0], call, np.ones((4, 10)))
+
+
 def test_settings_from_flags_and_environment():
     env = {"PRESAGE_FORECASTER_MAX_CONTEXT": "2048", "PRESAGE_FORECASTER_FLIP_INVARIANCE": "false"}
     settings = parse_settings(["--model", "/w", "--max-context", "1000"], env)
