@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -163,16 +163,44 @@ def failures_and_fallback(status: dict[str, Any]) -> tuple[int, bool]:
 
 
 async def watch_until_fallback(web: Workload, timeout: float) -> list[tuple[int, bool, int]]:
-    """(failures, fallback, replicas) as often as the API server answers, until the fallback is on."""
+    """(failures, fallback, replicas) for every version of the ScaledObject stored, until the fallback is on.
+
+    A watch, not a poll: KEDA's operator loop and its metrics adapter both count failures, so two
+    can land within one poll of each other, and a poll would miss the count between them.
+    """
+    argv = web.stack.plane.kubectl_argv("get", "scaledobject", NAME, "-n", web.namespace, "-o", "json", "--watch")
+    watch = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+    assert watch.stdout is not None
     seen: list[tuple[int, bool, int]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        failures, fallback = failures_and_fallback(await asyncio.to_thread(web.scaled_object_status))
-        seen.append((failures, fallback, await asyncio.to_thread(web.replicas)))
-        if fallback:
-            return seen
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no fallback within {timeout:.0f}s; seen (failures, fallback, replicas): {seen[-20:]}")
+    try:
+        async with asyncio.timeout(timeout):
+            async for status in _watched_statuses(watch.stdout):
+                failures, fallback = failures_and_fallback(status)
+                seen.append((failures, fallback, await asyncio.to_thread(web.replicas)))
+                if fallback:
+                    return seen
+        raise AssertionError(f"the watch ended before the fallback; seen (failures, fallback, replicas): {seen}")
+    except TimeoutError:
+        last = seen[-20:]
+        raise AssertionError(f"no fallback within {timeout:.0f}s; seen (failures, fallback, replicas) {last}") from None
+    finally:
+        watch.kill()
+        await watch.wait()
+
+
+async def _watched_statuses(stream: asyncio.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """The ``status`` of each object `kubectl get -o json --watch` prints (one JSON document after another)."""
+    decoder = json.JSONDecoder()
+    buffered = ""
+    while chunk := await stream.read(65536):
+        buffered += chunk.decode()
+        while buffered.strip():
+            try:
+                document, end = decoder.raw_decode(buffered.lstrip())
+            except json.JSONDecodeError:
+                break  # the rest of this document has not arrived yet
+            buffered = buffered.lstrip()[end:]
+            yield document.get("status") or {}
 
 
 def _quantity(text: str) -> float:

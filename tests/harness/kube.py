@@ -402,6 +402,17 @@ class KubeControlPlane:
             n = next(self._counter)
         return self._write_kubeconfig(self.workdir / f"token-{n}.kubeconfig", {"token": token})
 
+    def kubectl_argv(self, *args: str, kubeconfig: Path | None = None) -> list[str]:
+        """The command line that runs the built kubectl with ``args`` (admin kubeconfig unless given)."""
+        return [
+            str(self.binaries.kubectl),
+            f"--kubeconfig={kubeconfig or self.kubeconfig}",
+            # Discovery is cached per host:port; a port reused by a later session must not
+            # see this one's CRDs (and ~/.kube stays untouched).
+            f"--cache-dir={self.workdir / 'kubectl-cache'}",
+            *args,
+        ]
+
     def kubectl(
         self,
         *args: str,
@@ -411,15 +422,8 @@ class KubeControlPlane:
         timeout: float = 60.0,
     ) -> subprocess.CompletedProcess[str]:
         """Run the built kubectl (admin kubeconfig unless given); raise on failure if check."""
-        cmd = [
-            str(self.binaries.kubectl),
-            f"--kubeconfig={kubeconfig or self.kubeconfig}",
-            # Discovery is cached per host:port; a port reused by a later session must not
-            # see this one's CRDs (and ~/.kube stays untouched).
-            f"--cache-dir={self.workdir / 'kubectl-cache'}",
-            *args,
-        ]
-        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        argv = self.kubectl_argv(*args, kubeconfig=kubeconfig)
+        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise KubeHarnessError(
                 f"kubectl {' '.join(args)} failed (exit {result.returncode}):\n{result.stderr}{result.stdout}"
