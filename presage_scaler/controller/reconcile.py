@@ -243,7 +243,8 @@ class ScalerReconciler:
         fields = patch_of(status)
         if recommendation is not None:
             evaluated = merge_patch(entry.status_json(), fields)
-            if not write_due(entry.written, evaluated, interval, served_within(spec, self._staleness), now):
+            bound = served_within(spec, self._staleness)
+            if not write_due(entry.written, evaluated, interval, bound, now, entry.holding):
                 entry.hold(evaluated)
                 return interval.total_seconds()
         updated = await self._writer.write(obj, status, lambda base: fields if base is status else patch_of(base))

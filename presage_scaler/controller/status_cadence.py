@@ -9,8 +9,10 @@ behind. What is held (the shadow ledger's newest prediction, recorded forecasts,
 forecast figures) is the next evaluation's starting point, exactly as if it had been written.
 
 The served recommendation stays fresh: a status is held only while the one written will still be
-within the bound KEDA and Agones are served under when the next evaluation writes it, with half an
-interval to spare for an evaluation that runs late.
+within the bound KEDA and Agones are served under when the next evaluation writes it. When that
+is, is read from the spacing observed, not the nominal interval: a controller that cannot keep up
+(which needs the saving most) evaluates each scaler less often than its interval, and the next
+evaluation is expected as late as this one, with half again to spare.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import JSON
 
-HOLD_INTERVALS = 1.5
-"""A status is held only while the written one is younger than this many intervals: at a steady
-cadence every second evaluation writes, and the next write is expected one interval later."""
+SPACING_SPARE = 1.5
+"""The next evaluation is expected within this many times the spacing observed (the written
+status's age, or the interval if longer) from now."""
 
 
 def merge_patch(target: JSON, patch: JSON) -> JSON:
@@ -107,14 +109,21 @@ def forecast_time(status: JSON) -> datetime | None:
 
 
 def write_due(
-    written: WrittenStatus, status: JSON, interval: timedelta, served_within: timedelta, now: datetime
+    written: WrittenStatus,
+    status: JSON,
+    interval: timedelta,
+    served_within: timedelta,
+    now: datetime,
+    holding: bool,
 ) -> bool:
     """Whether ``status`` (a successful evaluation's, at ``now``) must be written now rather than held.
 
     ``served_within``: the age past which the written recommendation is refused (KEDA's staleness
-    bound, or an Agones fleet's maximum recommendation age if shorter).
+    bound, or an Agones fleet's maximum recommendation age if shorter). ``holding``: the previous
+    evaluation's status was held; at most one is held in a row, so the written status is at most
+    one evaluation behind and its age is the spacing between evaluations.
     """
-    if written.generated_at is None or written.key != hash(visible_key(status)):
+    if holding or written.generated_at is None or written.key != hash(visible_key(status)):
         return True
     age = now - written.generated_at
-    return age >= interval * HOLD_INTERVALS or age + interval * HOLD_INTERVALS > served_within
+    return age + max(interval, age) * SPACING_SPARE > served_within

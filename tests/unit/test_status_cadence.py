@@ -39,10 +39,26 @@ def test_a_newer_forecast_alone_is_held_one_evaluation_then_written():
     one_later = status(WRITTEN_AT + MINUTE, shadow={"predictions": [{"replicas": 5}]})
     one_later["lastForecast"]["point"] = "44"
     one_later["conditions"][1]["message"] = "forecast 44 at a later time"
-    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
-    # Late by a few seconds still holds; the second evaluation after the write writes.
-    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE + timedelta(seconds=20))
-    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + 2 * MINUTE)
+    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, holding=False)
+    # Late by a few seconds still holds where the next evaluation, as late again, is still served.
+    late = WRITTEN_AT + MINUTE + timedelta(seconds=20)
+    assert not write_due(written, one_later, MINUTE, timedelta(seconds=200), late, holding=False)
+    # The second evaluation after the write writes, whenever it runs.
+    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, holding=True)
+    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + 2 * MINUTE, holding=False)
+
+
+def test_a_controller_that_cannot_keep_up_holds_by_the_spacing_it_observes():
+    """1,000 scalers at a 1s interval, each evaluated every 20 s: the written status is 20 s old at
+    every evaluation, the next one is expected 20 s (30 with the spare) later."""
+    second = timedelta(seconds=1)
+    written = WrittenStatus.of(status())
+    at = WRITTEN_AT + 20 * second
+    assert not write_due(written, status(at), second, timedelta(minutes=2), at, holding=False)
+    assert write_due(written, status(at), second, 49 * second, at, holding=False)
+    assert not write_due(written, status(at), second, 50 * second, at, holding=False)
+    # A status 20 s behind is served until the next write: held once, written by the next evaluation.
+    assert write_due(written, status(at), second, timedelta(minutes=2), at, holding=True)
 
 
 @pytest.mark.parametrize(
@@ -60,14 +76,16 @@ def test_a_newer_forecast_alone_is_held_one_evaluation_then_written():
 )
 def test_a_visible_change_is_written_at_once(change):
     written = WrittenStatus.of(status())
-    assert write_due(written, status(WRITTEN_AT + MINUTE, **change), MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
+    later = WRITTEN_AT + MINUTE
+    assert write_due(written, status(later, **change), MINUTE, KEDA_BOUND, later, holding=False)
 
 
 def test_a_moving_last_scale_time_alone_is_held():
     """In Shadow, or while a scale-up is rate-limited, every evaluation moves lastScaleTime."""
     written = WrittenStatus.of(status(lastScaleTime=WRITTEN_AT.isoformat()))
     later = WRITTEN_AT + MINUTE
-    assert not write_due(written, status(later, lastScaleTime=later.isoformat()), MINUTE, KEDA_BOUND, later)
+    moved = status(later, lastScaleTime=later.isoformat())
+    assert not write_due(written, moved, MINUTE, KEDA_BOUND, later, holding=False)
 
 
 def test_condition_changes_are_written_at_once_but_not_a_successful_ready_restating_its_figures():
@@ -75,16 +93,16 @@ def test_condition_changes_are_written_at_once_but_not_a_successful_ready_restat
     later = WRITTEN_AT + MINUTE
     flipped = status(later)
     flipped["conditions"][0] = {"type": "Degraded", "status": "True", "reason": "QueryFailed", "message": "refused"}
-    assert write_due(written, flipped, MINUTE, KEDA_BOUND, later)
+    assert write_due(written, flipped, MINUTE, KEDA_BOUND, later, holding=False)
     reworded = status(later)
     reworded["conditions"][0]["message"] = "another message"
-    assert write_due(written, reworded, MINUTE, KEDA_BOUND, later)
+    assert write_due(written, reworded, MINUTE, KEDA_BOUND, later, holding=False)
     added = status(later)
     added["conditions"].append({"type": "Consumed", "status": "True", "reason": "ConsumedByScaledObject"})
-    assert write_due(written, added, MINUTE, KEDA_BOUND, later)
+    assert write_due(written, added, MINUTE, KEDA_BOUND, later, holding=False)
     restated = status(later)
     restated["conditions"][1]["message"] = "recommended 5 replicas: forecast 43.9"
-    assert not write_due(written, restated, MINUTE, KEDA_BOUND, later)
+    assert not write_due(written, restated, MINUTE, KEDA_BOUND, later, holding=False)
 
 
 def test_nothing_is_held_that_would_be_served_past_its_bound():
@@ -92,15 +110,16 @@ def test_nothing_is_held_that_would_be_served_past_its_bound():
     later = WRITTEN_AT + MINUTE
     # Written a minute ago, next written a minute from now: 2 minutes old at most. An Agones fleet
     # refusing at 2m, or a staleness bound of 2 intervals, leaves no half interval to spare.
-    assert write_due(written, status(later), MINUTE, 2 * MINUTE, later)
-    assert write_due(written, status(later), MINUTE, timedelta(seconds=149), later)
-    assert not write_due(written, status(later), MINUTE, timedelta(seconds=150), later)
+    assert write_due(written, status(later), MINUTE, 2 * MINUTE, later, holding=False)
+    assert write_due(written, status(later), MINUTE, timedelta(seconds=149), later, holding=False)
+    assert not write_due(written, status(later), MINUTE, timedelta(seconds=150), later, holding=False)
 
 
 def test_a_written_status_without_a_forecast_time_is_always_rewritten():
     bare = status()
     del bare["lastForecast"]
-    assert write_due(WrittenStatus.of(bare), status(WRITTEN_AT + MINUTE), MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE)
+    later = WRITTEN_AT + MINUTE
+    assert write_due(WrittenStatus.of(bare), status(later), MINUTE, KEDA_BOUND, later, holding=False)
     unreadable = status()
     unreadable["lastForecast"]["generatedAt"] = "yesterday"
     assert WrittenStatus.of(unreadable).generated_at is None
