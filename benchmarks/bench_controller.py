@@ -341,8 +341,14 @@ def main() -> None:
         what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
         print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}   RSS {rss:.0f} MiB per process")
     if sharded:
-        (one, _, _), (many, _, _) = sharded[1], sharded[args.shards]
+        (one, one_cpu, _), (many, many_cpu, _) = sharded[1], sharded[args.shards]
         print(f"{args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
+        # What carries over to replicas on cores of their own: each shard's CPU per evaluation, its
+        # share of the other shards' status events included, against one process's.
+        print(
+            f"CPU capacity of {args.shards} shards, each on a core of its own: {args.shards * one_cpu / many_cpu:.2f}x "
+            f"one process's ({args.shards} x {one_cpu:.2f} ms / {many_cpu:.2f} ms per evaluation)"
+        )
     target = 10_000 / 60
     print(
         f"target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
