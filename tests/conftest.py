@@ -36,7 +36,9 @@ settings.load_profile(os.environ.get("PRESAGE_FUZZ_PROFILE", "default"))
 
 
 GROUPED = ("e2e", "forecaster")
-"""Test directories whose tests run on one pytest-xdist worker, so their session stack starts once."""
+"""Test directories whose tests run on one pytest-xdist worker, so their session stack starts once.
+Every other test module runs whole on one worker too, so that a module-scoped fixture (a fresh
+virtual environment, a tuned trace) is built once rather than once per worker it is spread over."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,6 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not item.path.is_relative_to(tests):
             continue
-        group = item.path.relative_to(tests).parts[0]
-        if group in GROUPED:
-            item.add_marker(pytest.mark.xdist_group(group))
+        where = item.path.relative_to(tests)
+        group = where.parts[0] if where.parts[0] in GROUPED else where.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
