@@ -13,6 +13,7 @@ of examples to the profile.
 """
 
 import os
+import sys
 
 # The harness forks server processes (with a preexec_fn) while gRPC servers and channels run in the
 # test process; gRPC's fork handlers then occasionally abort the child before it execs (seen as a
@@ -41,6 +42,7 @@ Every other test module runs whole on one worker too, so that a module-scoped fi
 virtual environment, a tuned trace) is built once rather than once per worker it is spread over."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
     for item in items:
@@ -49,3 +51,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(tests)
         group = where.parts[0] if where.parts[0] in GROUPED else where.as_posix()
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker with ``--dist loadgroup``, every test must carry its group in its id
+    (``…@group``), which is what the scheduler groups by: a pytest/xdist pair that stops renaming
+    would otherwise spread the groups silently, and start the end-to-end stack on every worker."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+    if ungrouped:
+        message = (
+            f"pytest-xdist did not group {len(ungrouped)} tests (e.g. {ungrouped[0]}): "
+            "this pytest and pytest-xdist do not work together (see the pin in pyproject.toml)"
+        )
+        # A worker's exception reaches the terminal only as an INTERNALERROR without this text.
+        print(message, file=sys.__stderr__, flush=True)
+        raise pytest.UsageError(message)
