@@ -4,6 +4,7 @@ errors, whether they are hindcast or recorded; the recorded ones are bounded and
 from __future__ import annotations
 
 import itertools
+import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -141,13 +142,29 @@ def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_err
     assert window.reference == 50.0
 
 
+def test_the_noise_level_is_the_geometric_mean_of_the_quarter_hour_and_the_longer_span(backend_alone):
+    # As above, but the last quarter hour alternates 10 and 18: its 15 changes are 8, so the short noise
+    # level now is 8 and the long one (75 changes: 15 of 8, 60 of 2) 3.2; σ(n) = √(8 · 3.2). The past
+    # origins read noise 2 on both spans, so the scores are unchanged.
+    assert calibration.SCALE_LONG_FACTOR == 5
+    values = np.tile([10.0, 12.0], 200)
+    values[-16:] = np.tile([10.0, 18.0], 8)
+    origins = np.arange(100, 340, 10)
+    references = np.array([values[o : o + 3].max() for o in origins]) - np.arange(len(origins), dtype=np.float64)
+    forecast = forecast_with(references, origins, 50.0)
+    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.9,), [answered(forecast, 3)])
+    assert window.quantiles[0.9] == pytest.approx(50.0 + math.sqrt(8.0 * 3.2) * 11.0)
+
+
 def scored_day(analog_error: float, noise_then: float = 2.0) -> tuple[np.ndarray, Forecast]:
-    """A day and a half alternating 10 and 12 (noise 2), but for the quarter hour before the same time
-    the day before, which alternates 10 and 10 + ``noise_then``, and 25 past forecasts: 24 whose
-    errors are 0, 1, … 23, and the one from the same time the day before with ``analog_error``."""
+    """A day and a half alternating 10 and 12 (noise 2), but for the span before the same time the day
+    before that both noise levels read (the quarter hour and SCALE_LONG_FACTOR times it), which
+    alternates 10 and 10 + ``noise_then``, and 25 past forecasts: 24 whose errors are 0, 1, … 23, and
+    the one from the same time the day before with ``analog_error``."""
     values = np.tile([10.0, 12.0], 1000)
     n = len(values)
-    values[n - DAY - 16 : n - DAY] = np.tile([10.0, 10.0 + noise_then], 8)
+    pairs = calibration.SCALE_LONG_FACTOR * 15 // 2 + 1
+    values[n - DAY - 2 * pairs : n - DAY] = np.tile([10.0, 10.0 + noise_then], pairs)
     origins = np.append(np.arange(n - 3 - 10 * 23, n - 2, 10), n - DAY)
     errors = np.append(np.arange(24, dtype=np.float64), analog_error)
     references = np.array([values[o : o + 3].max() for o in origins]) - errors
