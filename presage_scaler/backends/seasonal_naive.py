@@ -26,11 +26,11 @@ Level
     past season covers the hour, when ``F(o) ≤ 0`` or when the hour's sum is negative.
 
 Recent peak
-    ``p(o) = max x[o-P … o-1]`` with ``P`` = the last 10 minutes in steps (at least 1, at most ``o``).
+    ``p(o) = max x[o-P … o-1]`` with ``P`` = the last 15 minutes in steps (at least 1, at most ``o``).
 
 Point
     ``point_h(o) = max(r(o)·m_h(o), p(o))``: the seasonal profile at the current level, never below
-    the peak of the last 10 minutes (a forecast that drops right after a peak releases capacity the
+    the peak of the last 15 minutes (a forecast that drops right after a peak releases capacity the
     demand may still need).
 
 Residuals
@@ -115,12 +115,8 @@ LEVEL_WINDOW = timedelta(hours=1)
 LEVEL_CLIP = (0.5, 2.0)
 """The level ratio's bounds: one unusual hour moves the forecast by at most a factor of two."""
 
-PEAK_WINDOW = timedelta(minutes=10)
-"""The point forecast never goes below the peak of this last span. Measured on nine real traces
-(2026-12-03, calibrated): 15 minutes held the reference at a spike's top for longer than the demand
-stayed there (crane_a 1.64× the oracle at 2 minutes' lead, against 1.58× at 10 minutes); 5 minutes
-cost NASA and ELB more than it saved elsewhere (geometric mean over the 15 named cells 1.713×,
-against 1.702× at 10 and 1.705× at 15)."""
+PEAK_WINDOW = timedelta(minutes=15)
+"""The point forecast never goes below the peak of this last span."""
 
 SEASONAL = "seasonal-naive"
 RECENT_LEVEL = "recent-level"

@@ -312,10 +312,10 @@ def test_recent_level_reads_a_bounded_number_of_changes():
     forecast = SeasonalNaive().forecast_one(history(values, timedelta(minutes=1)), 4, LEVELS)
     assert forecast.method == "recent-level"
     assert forecast.notes[1] == (
-        f"forecasting the mean of the last 60 steps (at least the peak of the last 10); band from {MAX_RESIDUALS} "
+        f"forecasting the mean of the last 60 steps (at least the peak of the last 15); band from {MAX_RESIDUALS} "
         "step-to-step changes (both signs), widened by sqrt(steps ahead)"
     )
-    np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-10:].max()))
+    np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-15:].max()))
 
 
 def test_a_single_point_is_the_forecast():
@@ -329,7 +329,7 @@ def test_a_single_point_is_the_forecast():
 
 def test_two_points_give_a_symmetric_band_around_the_recent_peak():
     forecast = SeasonalNaive().forecast_one(history([10.0, 14.0]), 1, (0.0001, 0.5, 0.9999))
-    assert forecast.point_at(0) == 14.0  # the mean is 12, the peak of the last 10 minutes 14
+    assert forecast.point_at(0) == 14.0  # the mean is 12, the peak of the last 15 minutes 14
     assert forecast.at(0, 0.0001) == pytest.approx(10.0, abs=1e-3)
     assert forecast.at(0, 0.9999) == pytest.approx(18.0, abs=1e-3)
 
