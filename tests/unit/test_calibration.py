@@ -120,21 +120,20 @@ def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, hor
     )
 
 
+def errors_zero_to_23(values: np.ndarray) -> calibration.WindowForecast:
+    """The window forecast (reference 50, windows of 3) of ``values`` calibrated by 24 past forecasts,
+    one every 10 steps from 100, whose errors are 0, 1, … 23 (reference = realised − error)."""
+    origins = np.arange(100, 340, 10)
+    errors = np.arange(len(origins), dtype=np.float64)
+    references = np.array([values[o : o + 3].max() for o in origins]) - errors
+    forecast = forecast_with(references, origins, 50.0)
+    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    return window
+
+
 def test_the_quantile_is_the_reference_plus_the_conformal_rank_of_the_scaled_errors(backend_alone):
     # A history alternating 10 and 12: every step changes by 2, so the noise level is 2 everywhere.
-    values = np.tile([10.0, 12.0], 200)
-    origins = np.arange(100, 340, 10)  # 24 past forecasts, windows of 3 observed
-    errors = np.arange(len(origins), dtype=np.float64)  # reference = realised − error
-    references = np.array([values[o : o + 3].max() for o in origins]) - errors
-    [window] = window_forecasts(
-        values,
-        MINUTE,
-        [(0, len(values))],
-        [forecast_with(references, origins, 50.0)],
-        3,
-        (0.5, 0.9),
-        [answered(forecast_with(references, origins, 50.0), 3)],
-    )
+    window = errors_zero_to_23(np.tile([10.0, 12.0], 200))
     # Scores are errors / 2 = 0, 0.5, … 11.5; ranks ⌈25·0.5⌉ = 13 and ⌈25·0.9⌉ = 23 (1-based).
     assert window.scores == 24
     assert window.quantiles[0.5] == pytest.approx(50.0 + 2 * 6.0)
@@ -149,10 +148,7 @@ def test_the_noise_level_is_the_geometric_mean_of_the_quarter_hour_and_the_longe
     assert calibration.SCALE_LONG_FACTOR == 5
     values = np.tile([10.0, 12.0], 200)
     values[-16:] = np.tile([10.0, 18.0], 8)
-    origins = np.arange(100, 340, 10)
-    references = np.array([values[o : o + 3].max() for o in origins]) - np.arange(len(origins), dtype=np.float64)
-    forecast = forecast_with(references, origins, 50.0)
-    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.9,), [answered(forecast, 3)])
+    window = errors_zero_to_23(values)
     assert window.quantiles[0.9] == pytest.approx(50.0 + math.sqrt(8.0 * 3.2) * 11.0)
 
 
