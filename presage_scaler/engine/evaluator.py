@@ -39,6 +39,7 @@ from presage_scaler.api.types import (
 )
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.calibration import (
+    YESTERDAY,
     CalibrationState,
     SignalForecasts,
     WindowForecast,
@@ -239,8 +240,9 @@ def _method(forecast: Forecast, window: WindowForecast) -> str:
     if not window.calibrated:
         notes.append(f"uncalibrated: {window.scores} past forecasts scored")
     elif window.weight < 1.0:
+        partner = "the same window's maximum yesterday" if window.partner == YESTERDAY else "the last hour's mean"
         notes.append(
-            f"window forecast {window.weight:.0%} the backend's, {1 - window.weight:.0%} the last hour's mean: "
+            f"window forecast {window.weight:.0%} the backend's, {1 - window.weight:.0%} {partner}: "
             f"{window.saving:.0%} less sized over the last day than the backend's alone"
         )
     return "; ".join(notes)

@@ -289,6 +289,64 @@ def test_a_recorded_forecast_keeps_the_backends_reference_not_the_blend():
     assert kept[-1].reference == 15.0
 
 
+# --- blending with yesterday's window --------------------------------------------------------------
+
+
+def with_a_job_every_36_minutes(days: int) -> np.ndarray:
+    """10, 12, 10, … and a job at 40 for the first 5 minutes of every 36 (40 a day, at the same times
+    every day; 36 and the hindcast spacing of 10 minutes share no period a score could lock onto)."""
+    values = np.tile([10.0, 12.0], days * DAY // 2)
+    values[(np.arange(len(values)) % 36) < 5] = 40.0
+    return values
+
+
+def flat_backend_on(values: np.ndarray, begin: int) -> calibration.WindowForecast:
+    """The window forecast (windows of 3) at the end of ``values[begin:]`` of a backend that always
+    forecasts 12: it never sees the jobs coming."""
+    n = len(values) - begin
+    request = hindcast_request(n, 3, MINUTE)
+    forecast = forecast_with(np.full(len(request.origins), 12.0), request.origins, 12.0)
+    [window] = window_forecasts(values[begin:], MINUTE, [(0, n)], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    return window
+
+
+def test_a_backend_that_misses_what_recurs_daily_is_blended_with_yesterdays_window():
+    values = with_a_job_every_36_minutes(3)
+    window = flat_backend_on(values, 0)
+    # Every window held yesterday exactly what it holds today: blended with yesterday alone, every
+    # score is 0, so each quantile is Y(n), the maximum of the window a day before: a job (40).
+    assert window.partner == calibration.YESTERDAY
+    assert window.weight == 0.0
+    assert window.saving >= BLEND_SAVING + calibration.YESTERDAY_SAVING
+    assert window.reference == 40.0
+    assert window.quantiles == {0.5: 40.0, 0.9: 40.0}
+
+
+def test_yesterdays_window_sizes_down_when_yesterday_held_no_job_then():
+    values = with_a_job_every_36_minutes(3)[:-10]  # the next window starts 26 minutes into a cycle
+    window = flat_backend_on(values, 0)
+    assert window.partner == calibration.YESTERDAY
+    assert window.quantiles == {0.5: 12.0, 0.9: 12.0}
+
+
+def test_yesterday_is_no_partner_without_a_day_before_every_scored_forecast():
+    values = with_a_job_every_36_minutes(3)
+    window = flat_backend_on(values, len(values) - DAY - 100)  # a day and 100 minutes of history
+    assert window.calibrated
+    assert window.partner == calibration.LEVEL
+
+
+def test_a_blend_with_yesterday_is_reported_with_the_forecast():
+    from presage_scaler.engine.evaluator import _method
+
+    window = flat_backend_on(with_a_job_every_36_minutes(3), 0)
+    forecast = forecast_with(np.zeros(0), np.zeros(0, dtype=np.intp), 12.0)
+    assert _method(forecast, window) == (
+        f"window forecast 0% the backend's, 100% the same window's maximum yesterday: {window.saving:.0%} less "
+        "sized over the last day than the backend's alone"
+    )
+
+
 def test_too_few_scores_fall_back_to_the_backends_own_band():
     values = np.tile([10.0, 12.0], 100)
     origins = np.arange(100, 100 + 10 * (MIN_SCORES - 1), 10)
