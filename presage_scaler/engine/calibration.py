@@ -23,11 +23,11 @@ Reference
     0 where the history has negative values), ``s(p)`` the plain conformal quantile of its scores at
     ``p`` = SELECTION_LEVEL, i.e. the mean of what that quantile would have sized to. (Unclipped, a
     partner far above a quiet day's demand, yesterday's traffic during an outage say, has hugely
-    negative scores where the noise is small and would look cheaper than nothing.) ``b = 1`` (the backend alone) unless a blend with the level costs
-    at least BLEND_SAVING of ``c_1`` less than ``c_1``; then the lowest such. A blend with yesterday
-    replaces that choice where it costs a further YESTERDAY_SAVING of ``c_1`` less than it (and at
-    least BLEND_SAVING less than ``c_1``), and only when every scored origin and ``n`` have a day of
-    history before them. A backend that forecasts worse than the recent level (a weekly profile read
+    negative scores where the noise is small and would look cheaper than nothing.) ``b = 1`` (the
+    backend alone) unless a blend with the level costs at least BLEND_SAVING of ``c_1`` less than
+    ``c_1``; then the lowest such. A blend with yesterday replaces that choice where it costs a further
+    YESTERDAY_SAVING of ``c_1`` less than it (and at least BLEND_SAVING less than ``c_1``), and only
+    when every scored origin and ``n`` have a day of history before them. A backend that forecasts worse than the recent level (a weekly profile read
     from one noisy week, say) is thus diluted where and while that is so, one that misses what
     recurs daily (a job at the same time every day that last week's same day did not run) is
     blended with the day before, and one that forecasts well is used as it is. The current
@@ -494,23 +494,10 @@ def window_forecasts(
     for count in np.unique(counts[counts > 0]).tolist():
         these = np.flatnonzero(counts == count)
         rows = firsts[these, np.newaxis] + np.arange(count)
-        level_blend = _blend(
-            realised[rows], scored.references[rows], levels_then[rows], past_scales[rows], floors[these]
-        )
-        yesterday_blend = _blend(
-            realised[rows],
-            scored.references[rows],
-            np.nan_to_num(yesterdays_then[rows]),
-            past_scales[rows],
-            floors[these],
-        )
         known = np.isfinite(yesterdays_then[rows]).all(axis=1) & np.isfinite(yesterdays_now[these])
-        with_yesterday[these] = (
-            known
-            & (yesterday_blend.weights < 1.0)
-            & (yesterday_blend.savings >= level_blend.savings + YESTERDAY_SAVING)
-        )
-        blend = _either(with_yesterday[these], yesterday_blend, level_blend)
+        partners = np.stack((levels_then[rows], np.nan_to_num(yesterdays_then[rows])))
+        blend = _blend(realised[rows], scored.references[rows], partners, past_scales[rows], floors[these], known)
+        with_yesterday[these] = blend.partners == 1
         weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
         relative_scales = np.clip(past_scales[rows] / scales[these, np.newaxis], *ANALOG_SCALE_RANGE)
@@ -569,48 +556,49 @@ def _level_steps(step: timedelta) -> int:
 
 @dataclass(frozen=True)
 class _Blend:
-    """The chosen backend weight of each forecast, how much less it would have sized than the backend
-    alone, and its scores (``forecasts × scores``)."""
+    """The chosen blend of each forecast: its partner (0 the level, 1 yesterday), the backend's weight,
+    how much less it would have sized than the backend alone, and its scores (``forecasts × scores``)."""
 
+    partners: np.ndarray
     weights: np.ndarray
     savings: np.ndarray
     scores: np.ndarray
 
 
-def _either(pick: np.ndarray, first: _Blend, second: _Blend) -> _Blend:
-    """Per forecast, ``first``'s blend where ``pick`` says so, else ``second``'s."""
-    return _Blend(
-        weights=np.where(pick, first.weights, second.weights),
-        savings=np.where(pick, first.savings, second.savings),
-        scores=np.where(pick[:, np.newaxis], first.scores, second.scores),
-    )
-
-
 def _blend(
-    realised: np.ndarray, references: np.ndarray, partners: np.ndarray, scales: np.ndarray, floors: np.ndarray
+    realised: np.ndarray,
+    references: np.ndarray,
+    partners: np.ndarray,
+    scales: np.ndarray,
+    floors: np.ndarray,
+    with_yesterday: np.ndarray,
 ) -> _Blend:
-    """Choose each forecast's blend with one partner (module docstring) from its past forecasts, one
-    row each: what the window held, the backend's reference, the partner (``ℓ`` or ``Y``) and the
-    scale at each origin; ``floors`` are what each forecast's quantiles are clipped at (0 or -inf)."""
+    """Choose each forecast's blend (module docstring) from its past forecasts, one row each: what the
+    window held, the backend's reference, the partners ``ℓ`` and ``Y`` (``2 × forecasts × scores``)
+    and the scale at each origin; ``floors`` are what each forecast's quantiles are clipped at (0 or
+    -inf), and ``with_yesterday`` says where ``Y`` may be a partner. Every candidate at once:
+    ``weights × partners × forecasts × scores``."""
     rank = _rank(realised.shape[1], SELECTION_LEVEL)
-
-    def sized_over_the_day(reference: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        quantile = np.partition(scores, rank, axis=1)[:, rank, np.newaxis]
-        return np.maximum(reference + scales * quantile, floors[:, np.newaxis]).mean(axis=1)
-
-    best_scores = (realised - references) / scales
-    own = sized_over_the_day(references, best_scores)
-    best, weights = own.copy(), np.ones(len(realised))
-    for weight in BLEND_WEIGHTS[1:]:
-        blended = weight * references + (1.0 - weight) * partners
-        scores = (realised - blended) / scales
-        sized = sized_over_the_day(blended, scores)
-        better = (sized <= own - BLEND_SAVING * np.abs(own)) & (sized < best)
-        best = np.where(better, sized, best)
-        weights = np.where(better, weight, weights)
-        best_scores = np.where(better[:, np.newaxis], scores, best_scores)
-    savings = np.where(weights < 1.0, (own - best) / np.maximum(np.abs(own), np.finfo(np.float64).tiny), 0.0)
-    return _Blend(weights=weights, savings=savings, scores=best_scores)
+    share = np.array(BLEND_WEIGHTS)[:, np.newaxis, np.newaxis, np.newaxis]
+    blended = share * references + (1.0 - share) * partners
+    scores = (realised - blended) / scales
+    quantiles = np.partition(scores, rank, axis=-1)[..., rank, np.newaxis]
+    sized = np.maximum(blended + scales * quantiles, floors[:, np.newaxis]).mean(axis=-1)
+    own = sized[0, 0]
+    eligible = sized <= own - BLEND_SAVING * np.abs(own)
+    eligible[0] = True  # the backend alone, the dearest of the eligible
+    best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
+    forecasts = np.arange(len(own))
+    costs = sized[best, np.arange(2)[:, np.newaxis], forecasts]
+    savings = (own - costs) / np.maximum(np.abs(own), np.finfo(np.float64).tiny)
+    partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
+    weight = best[partner, forecasts]
+    return _Blend(
+        partners=partner,
+        weights=np.array(BLEND_WEIGHTS)[weight],
+        savings=np.where(weight > 0, savings[partner, forecasts], 0.0),
+        scores=scores[weight, partner, forecasts],
+    )
 
 
 def answered(forecast: Forecast, window: int) -> PastReferences:
