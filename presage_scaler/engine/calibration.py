@@ -27,11 +27,12 @@ Reference
     backend alone) unless a blend with the level costs at least BLEND_SAVING of ``c_1`` less than
     ``c_1``; then the lowest such. A blend with yesterday replaces that choice where it costs a further
     YESTERDAY_SAVING of ``c_1`` less than it (and at least BLEND_SAVING less than ``c_1``), and only
-    when every scored origin and ``n`` have a day of history before them. A backend that forecasts worse than the recent level (a weekly profile read
-    from one noisy week, say) is thus diluted where and while that is so, one that misses what
-    recurs daily (a job at the same time every day that last week's same day did not run) is
-    blended with the day before, and one that forecasts well is used as it is. The current
-    reference is ``ρ(n)``; the scores below are those of the chosen blend.
+    when every scored origin and ``n`` have a day of history before them. A backend that forecasts
+    worse than the recent level (a weekly profile read from one noisy week, say) is thus diluted
+    where and while that is so, one that misses what recurs daily (a job at the same time every day
+    that last week's same day did not run) is blended with the day before, and one that forecasts
+    well is used as it is. The current reference is ``ρ(n)``; the scores below are those of the
+    chosen blend.
 Realised
     ``M(o) = max x[o … o + w - 1]``: what that window turned out to hold.
 Scale
@@ -475,12 +476,10 @@ def window_forecasts(
     day = _analog(step)
     if len(scored.origins):
         past_scales, scales = _scales(values, step, scored, spans)
-        realised = _realised(values, scored.origins, scored.windows)
+        realised, yesterdays_then, yesterdays_now = _observed(values, scored, begins, ends, window, day)
         hour = _level_steps(step)
         levels_then = trailing_means(values, scored.origins, begins[scored.owners], hour)
         levels_now = trailing_means(values, ends, begins, hour)
-        yesterdays_then = _yesterdays(values, scored.origins, begins[scored.owners], scored.windows, day)
-        yesterdays_now = _yesterdays(values, ends, begins, np.full(len(spans), window), day)
     low = int(begins.min())
     negatives = np.concatenate(([0], np.cumsum(values[low:] < 0)))
     demand = negatives[ends - low] == negatives[begins - low]
@@ -537,16 +536,20 @@ def _backend_reference(forecast: Forecast, window: int) -> float:
     return float(np.max(forecast.point[:window]))
 
 
-def _yesterdays(
-    values: np.ndarray, origins: np.ndarray, starts: np.ndarray, windows: np.ndarray, day: int
-) -> np.ndarray:
-    """``Y(o)``: the maximum of each origin's window one day earlier (NaN where that lies before the
-    history's ``start``; it always lies before ``o``, a sizing window being shorter than a day)."""
-    yesterdays = np.full(len(origins), np.nan)
-    inside = origins - day >= starts
-    if inside.any():
-        yesterdays[inside] = _realised(values, origins[inside] - day, windows[inside])
-    return yesterdays
+def _observed(
+    values: np.ndarray, scored: _Scored, begins: np.ndarray, ends: np.ndarray, window: int, day: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``M(o)`` of every scored origin, and ``Y`` of every scored origin and of every forecast's ``n``
+    (NaN where the day before lies before the history's start; it always lies before the origin, a
+    sizing window being shorter than a day), all read in one pass."""
+    count = len(scored.origins)
+    origins = np.concatenate((scored.origins, scored.origins - day, ends - day))
+    windows = np.concatenate((scored.windows, scored.windows, np.full(len(ends), window)))
+    starts = np.concatenate((scored.origins, begins[scored.owners], begins))
+    inside = origins >= starts
+    maxima = np.full(len(origins), np.nan)
+    maxima[inside] = _realised(values, origins[inside], windows[inside])
+    return maxima[:count], maxima[count : 2 * count], maxima[2 * count :]
 
 
 def _level_steps(step: timedelta) -> int:
@@ -576,15 +579,31 @@ def _blend(
     """Choose each forecast's blend (module docstring) from its past forecasts, one row each: what the
     window held, the backend's reference, the partners ``ℓ`` and ``Y`` (``2 × forecasts × scores``)
     and the scale at each origin; ``floors`` are what each forecast's quantiles are clipped at (0 or
-    -inf), and ``with_yesterday`` says where ``Y`` may be a partner. Every candidate at once:
-    ``weights × partners × forecasts × scores``."""
+    -inf), and ``with_yesterday`` says where ``Y`` may be a partner."""
     rank = _rank(realised.shape[1], SELECTION_LEVEL)
-    share = np.array(BLEND_WEIGHTS)[:, np.newaxis, np.newaxis, np.newaxis]
-    blended = share * references + (1.0 - share) * partners
-    scores = (realised - blended) / scales
-    quantiles = np.partition(scores, rank, axis=-1)[..., rank, np.newaxis]
-    sized = np.maximum(blended + scales * quantiles, floors[:, np.newaxis]).mean(axis=-1)
-    own = sized[0, 0]
+    mean_scale = scales.mean(axis=1)
+    # Every blend of non-negative references and partners is non-negative, so only a negative
+    # quantile can size below a floor of 0 there: elsewhere the mean needs no clipping.
+    clipped = np.isfinite(floors)
+    unsure = clipped & ((references.min(axis=1) < 0) | (partners.min(axis=-1) < 0).any(axis=0))
+
+    def judged(blended: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The scores of a candidate reference, and what its quantile would have sized to on average."""
+        scores = (realised - blended) / scales
+        quantile = np.partition(scores, rank, axis=-1)[..., rank]
+        sized = blended.mean(axis=-1) + mean_scale * quantile
+        clip = unsure | (clipped & (quantile < 0))
+        if clip.any():
+            at = np.nonzero(clip)
+            sized[at] = np.maximum(
+                blended[at] + scales[at[-1]] * quantile[at][:, np.newaxis], floors[at[-1], np.newaxis]
+            ).mean(axis=-1)
+        return scores, sized
+
+    own_scores, own = judged(references)
+    # One weight at a time: a backtest chunk's arrays stay small enough to be cheap to partition.
+    candidates = [judged(weight * references + (1.0 - weight) * partners) for weight in BLEND_WEIGHTS[1:]]
+    sized = np.stack([np.stack((own, own)), *(cost for _, cost in candidates)])  # weights × partners × forecasts
     eligible = sized <= own - BLEND_SAVING * np.abs(own)
     eligible[0] = True  # the backend alone, the dearest of the eligible
     best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
@@ -593,11 +612,15 @@ def _blend(
     savings = (own - costs) / np.maximum(np.abs(own), np.finfo(np.float64).tiny)
     partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
     weight = best[partner, forecasts]
+    chosen = own_scores.copy()
+    for index, (scores, _) in enumerate(candidates, start=1):
+        rows = np.flatnonzero(weight == index)
+        chosen[rows] = scores[partner[rows], rows]
     return _Blend(
         partners=partner,
         weights=np.array(BLEND_WEIGHTS)[weight],
         savings=np.where(weight > 0, savings[partner, forecasts], 0.0),
-        scores=scores[weight, partner, forecasts],
+        scores=chosen,
     )
 
 

@@ -31,10 +31,13 @@ def trailing_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, 
 def window_maxima(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """``max values[start … start + length - 1]`` for each start (windows inside ``values``).
 
-    Computed once for every position the windows cover, so overlapping windows cost nothing extra.
+    Computed once for every position the windows cover, so overlapping windows cost nothing extra;
+    windows that together hold fewer points than the span they cover are read directly.
     """
     if not len(starts):
         return np.zeros(0)
     low = int(starts.min())
-    part = values[low : int(starts.max()) + length]
-    return sliding_window_view(part, length).max(axis=1)[starts - low]
+    high = int(starts.max()) + length
+    if len(starts) * length < high - low:  # few windows far apart: read only their points
+        return values[starts[:, np.newaxis] + np.arange(length)].max(axis=1)
+    return sliding_window_view(values[low:high], length).max(axis=1)[starts - low]
