@@ -336,6 +336,8 @@ def remember(
 
 def _realised(values: np.ndarray, origins: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """``M(o)``: the highest value of each window ``values[o : o + w]``."""
+    if len(windows) and windows.min() == windows.max():  # the usual case: one window for all
+        return window_maxima(values, origins, int(windows[0]))
     realised = np.empty(len(origins))
     for window in np.unique(windows).tolist():
         rows = windows == window
