@@ -100,7 +100,10 @@ def goals(results: dict[str, TuneResult]) -> list[str]:
     for name, limit in COST_LIMITS.items():
         if name in results:
             cost = results[name].chosen.held_out.cost_vs_oracle
-            check(cost <= limit, f"{name} ≤ {limit}× the oracle held out ({cost:.2f}×)")
+            shown = f"{cost:.2f}"
+            if (cost <= limit) != (float(shown) <= limit):  # rounding would hide which side it is on
+                shown = f"{cost:.3f}"
+            check(cost <= limit, f"{name} ≤ {limit}× the oracle held out ({shown}×)")
     dearer = [n for n, r in results.items() if r.chosen.held_out.replica_hours > r.default.held_out.replica_hours]
     check(not dearer, "at or below the default spec's cost held out on every trace" + (
         f" (dearer: {', '.join(dearer)})" if dearer else ""))  # fmt: skip
