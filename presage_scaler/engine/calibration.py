@@ -256,7 +256,7 @@ class WindowForecast:
     scores: int
     """How many past forecasts calibrated it; below MIN_SCORES it is the backend's own band."""
     weight: float = 1.0
-    """The backend's share of the reference; the rest is the last hour's mean (see Reference)."""
+    """The backend's share of the reference; the rest is its ``partner``'s (see Reference)."""
     saving: float = 0.0
     """With a blend, how much less it would have sized over the day than the backend alone (a share)."""
     partner: str = LEVEL

@@ -1,0 +1,49 @@
+"""Rolling windows over a series: each result is what a plain loop over its window gives, whichever
+way the windows are read (all positions of their span at once, or only their own points)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from presage_scaler.series.rolling import trailing_means, window_maxima, window_sums
+
+series = st.lists(st.floats(min_value=-1e6, max_value=1e6), min_size=1, max_size=300).map(np.array)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=series, data=st.data())
+def test_property_window_maxima_are_each_windows_maximum(values, data):
+    length = data.draw(st.integers(min_value=1, max_value=len(values)))
+    starts = np.array(
+        data.draw(st.lists(st.integers(min_value=0, max_value=len(values) - length), min_size=1, max_size=40))
+    )
+    expected = [values[s : s + length].max() for s in starts]
+    assert window_maxima(values, starts, length).tolist() == expected
+
+
+def test_few_windows_far_apart_and_many_overlapping_ones_read_the_same_maxima():
+    values = np.random.default_rng(3).normal(size=5000)
+    far_apart = np.array([0, 2500, 4990])  # 30 points over a span of 5,000: read directly
+    overlapping = np.arange(100, 900)  # 8,000 points over a span of 810: read as one rolling pass
+    for starts in (far_apart, overlapping):
+        assert window_maxima(values, starts, 10).tolist() == [values[s : s + 10].max() for s in starts]
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=series, data=st.data())
+def test_property_window_sums_and_trailing_means_match_a_loop(values, data):
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(values)), st.integers(0, len(values))), min_size=1, max_size=20)
+    )
+    starts = np.array([min(a, b) for a, b in pairs])
+    ends = np.array([max(a, b) for a, b in pairs])
+    sums = window_sums(values, starts, ends)
+    for total, start, end in zip(sums, starts, ends, strict=True):
+        assert np.isclose(total, values[start:end].sum(), rtol=1e-9, atol=1e-3)
+    origins = np.maximum(ends, 1)
+    steps = data.draw(st.integers(min_value=1, max_value=50))
+    means = trailing_means(values, origins, np.zeros(len(origins), dtype=np.intp), steps)
+    for mean, origin in zip(means, origins, strict=True):
+        assert np.isclose(mean, values[max(0, origin - steps) : origin].mean(), rtol=1e-9, atol=1e-3)
