@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -119,6 +120,10 @@ class ControllerRun:
     """Each server's CPU per evaluation over the same window: what the evaluations cost beyond the
     controller on the machine they share."""
     writes_per_evaluation: float
+    collector_ms: float
+    """CPU the cycle collector took per evaluation over the window (part of ``cpu_ms``)."""
+    collections: tuple[int, int, int]
+    """Its collections over the window, by generation."""
 
 
 async def controller_rate(
@@ -147,14 +152,40 @@ async def controller_rate(
         start_count, start, cpu = app.scalers.evaluations, time.perf_counter(), cpu_seconds()
         start_writes = app.scalers.status_writes
         servers_before = {name: _cpu_of(pid) for name, pid in servers.items()}
-        await asyncio.sleep(seconds)
+        with CollectorClock() as collector:
+            await asyncio.sleep(seconds)
         done = app.scalers.evaluations - start_count
         rate = done / (time.perf_counter() - start)
         cpu_ms = (cpu_seconds() - cpu) * 1000 / done
         servers_ms = {name: (_cpu_of(pid) - servers_before[name]) * 1000 / done for name, pid in servers.items()}
         writes = (app.scalers.status_writes - start_writes) / done
         memory = rss_mib() - before
-    return ControllerRun(rate, cpu_ms, memory, servers_ms, writes)
+    return ControllerRun(
+        rate, cpu_ms, memory, servers_ms, writes, collector.seconds * 1000 / done, tuple(collector.collections)
+    )
+
+
+class CollectorClock:
+    """CPU time the cycle collector takes while the block runs, and its collections by generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+            self.collections[info["generation"]] += 1
+
+    def __enter__(self) -> CollectorClock:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._observe)
 
 
 def _evaluations(port: int) -> float:
@@ -332,6 +363,10 @@ def main() -> None:
             f"the servers' CPU per evaluation in the same window{what}, ms: {shares}; with the controller's, "
             f"{total:.2f} ms, i.e. {measured.rate * total / 1000:.2f} of this machine's {os.cpu_count()} cores busy"
         )
+    print(
+        f"cycle collector: {run.collector_ms:.3f} ms CPU per evaluation ({100 * run.collector_ms / cpu_ms:.1f} % "
+        f"of the controller's), collections by generation {list(run.collections)}"
+    )
     print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
     print(
         f"another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "

@@ -26,6 +26,7 @@ from presage_scaler.clients.kube.informer import Informer, identity_only
 from presage_scaler.clients.kube.leader import LeaderElector
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
+from presage_scaler.controller.garbage import collecting_less_often
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key
 from presage_scaler.controller.scalers import ScalerController
@@ -112,7 +113,15 @@ def forecaster_session() -> aiohttp.ClientSession:
 
 @contextlib.asynccontextmanager
 async def running(options: ControllerOptions) -> AsyncIterator[RunningController]:
-    """Start everything; on exit stop the servers, release the Lease and close clients."""
+    """Start everything; on exit stop the servers, release the Lease and close clients. The cycle
+    collector runs less often meanwhile (:mod:`presage_scaler.controller.garbage`)."""
+    with collecting_less_often():
+        async with _components(options) as app:
+            yield app
+
+
+@contextlib.asynccontextmanager
+async def _components(options: ControllerOptions) -> AsyncIterator[RunningController]:
     config = kube_config.load(options.kubeconfig, options.context)
     namespaces = list(options.namespaces) or None
     async with KubeClient(config) as client, forecaster_session() as forecaster_http:
