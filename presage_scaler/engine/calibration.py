@@ -151,6 +151,9 @@ LEVEL = "level"
 YESTERDAY = "yesterday"
 """The blend partner ``Y``: the same window's maximum the day before."""
 
+PARTNERS = (LEVEL, YESTERDAY)
+"""The blend partners in the order :func:`_blend` numbers them."""
+
 SCALE_WINDOW = timedelta(minutes=15)
 """The span whose noise level normalises a score."""
 
@@ -491,14 +494,14 @@ def window_forecasts(
     yesterday = ends - day
     chosen = np.zeros((len(spans), len(levels)))
     weights, savings = np.ones(len(spans)), np.zeros(len(spans))
-    with_yesterday = np.zeros(len(spans), dtype=bool)
+    partners = np.zeros(len(spans), dtype=np.intp)  # each forecast's partner, a position in PARTNERS
     for count in np.unique(counts[counts > 0]).tolist():
         these = np.flatnonzero(counts == count)
         rows = firsts[these, np.newaxis] + np.arange(count)
         known = np.isfinite(yesterdays_then[rows]).all(axis=1) & np.isfinite(yesterdays_now[these])
-        partners = np.stack((levels_then[rows], np.nan_to_num(yesterdays_then[rows])))
-        blend = _blend(realised[rows], scored.references[rows], partners, past_scales[rows], floors[these], known)
-        with_yesterday[these] = blend.partners == 1
+        then = np.stack((levels_then[rows], np.nan_to_num(yesterdays_then[rows])))
+        blend = _blend(realised[rows], scored.references[rows], then, past_scales[rows], floors[these], known)
+        partners[these] = blend.partners
         weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
         relative_scales = np.clip(past_scales[rows] / scales[these, np.newaxis], *ANALOG_SCALE_RANGE)
@@ -511,10 +514,8 @@ def window_forecasts(
             results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
             continue
         weight = float(weights[i])
-        partner = YESTERDAY if with_yesterday[i] else LEVEL
         if weight != 1.0:
-            other = yesterdays_now[i] if partner == YESTERDAY else levels_now[i]
-            reference = weight * reference + (1.0 - weight) * float(other)
+            reference = weight * reference + (1.0 - weight) * float((levels_now, yesterdays_now)[partners[i]][i])
         floor = float(floors[i])
         quantiles = {
             level: max(floor, reference + float(sigma) * score)
@@ -527,7 +528,7 @@ def window_forecasts(
                 scores=int(counts[i]),
                 weight=weight,
                 saving=float(savings[i]),
-                partner=partner,
+                partner=PARTNERS[partners[i]],
             )
         )
     return results
@@ -561,7 +562,7 @@ def _level_steps(step: timedelta) -> int:
 
 @dataclass(frozen=True)
 class _Blend:
-    """The chosen blend of each forecast: its partner (0 the level, 1 yesterday), the backend's weight,
+    """The chosen blend of each forecast: its partner (a position in PARTNERS), the backend's weight,
     how much less it would have sized than the backend alone, and its scores (``forecasts × scores``)."""
 
     partners: np.ndarray
