@@ -27,6 +27,7 @@ from presage_scaler.clients.kube.leader import LeaderElector
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
 from presage_scaler.controller.garbage import collecting_less_often
+from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key
 from presage_scaler.controller.scalers import ScalerController
@@ -84,6 +85,7 @@ class RunningController:
     scaler_informer: Informer
     backend_informer: Informer
     triggers: KubeScaledObjectTriggers
+    replicas: WatchedReplicas
     crashed: asyncio.Event  # set when a component died; the process should exit non-zero
 
     @property
@@ -148,6 +150,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             client, forecaster_http, probe_period=options.probe_period, leading=writes_backends
         )
         triggers = KubeScaledObjectTriggers(client, namespaces)
+        replicas = WatchedReplicas(client, namespaces)
         scalers = ScalerController(
             client,
             store,
@@ -160,6 +163,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             owns=owns,
             scaled_objects=triggers,
             staleness=options.staleness,
+            replicas=replicas,
         )
         lease_namespace = options.lease_namespace or config.namespace
         timing = {
@@ -215,6 +219,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 ("backend-informer", backend_informer.run()),
                 ("scaler-informer", scaler_informer.run()),
                 ("scaledobject-informer", triggers.run()),
+                ("replica-count-informers", replicas.run()),
                 ("backend-controller", _after(backend_informer.wait_synced(), backends.run())),
                 (
                     "scaler-controller",
@@ -256,6 +261,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 scaler_informer,
                 backend_informer,
                 triggers,
+                replicas,
                 crashed,
             )
         finally:

@@ -39,6 +39,7 @@ from presage_scaler.controller.conditions import (
     unconsumed_warning_due,
 )
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
+from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_cadence import merge_patch, write_due
@@ -144,9 +145,11 @@ class ScalerReconciler:
         clock: Callable[[], datetime],
         scaled_objects: ScaledObjectConsumers | None,
         staleness: StalenessBound,
+        replicas: WatchedReplicas | None = None,
     ) -> None:
         """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written;
-        ``staleness``: the bound KEDA is served under (a status is held only within it)."""
+        ``staleness``: the bound KEDA is served under (a status is held only within it); ``replicas``:
+        targets' counts known from watches (None: every evaluation reads the scale subresource)."""
         self._store = store
         self._specs = specs
         self._backends = backends
@@ -154,7 +157,7 @@ class ScalerReconciler:
         self._events = events
         self._metrics = metrics
         self._writer = writer
-        self._targets = TargetReader(client)
+        self._targets = TargetReader(client, replicas)
         self._secrets = SecretTokens(client)
         self._clock = clock
         self._scaled_objects = scaled_objects

@@ -21,6 +21,7 @@ from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import BackendController
 from presage_scaler.controller.conditions import ScaledObjectConsumers
 from presage_scaler.controller.reconcile import ScalerReconciler
+from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.schedule import Scheduler
 from presage_scaler.controller.status_writer import StatusWriter
@@ -53,10 +54,12 @@ class ScalerController:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         scaled_objects: ScaledObjectConsumers | None = None,
         staleness: StalenessBound | None = None,
+        replicas: WatchedReplicas | None = None,
     ) -> None:
         """``leading``: whether this replica evaluates at all; ``owns``: whether it evaluates that
         scaler (sharded: whether it owns its shard). Without ``scaled_objects`` (tests, benchmarks)
-        no ``Consumed`` condition is written."""
+        no ``Consumed`` condition is written; without ``replicas`` every evaluation reads its
+        target's scale subresource."""
         self._store = store
         self._events = events
         self._metrics = metrics
@@ -76,6 +79,7 @@ class ScalerController:
             clock=clock,
             scaled_objects=scaled_objects,
             staleness=staleness or StalenessBound(),
+            replicas=replicas,
         )
         self.evaluations = 0  # completed evaluations, for benchmarks and logs
 

@@ -1,7 +1,8 @@
 """Current replicas of a scale target: the scale subresource, or an Agones Fleet's status.
 
 The scale subresource is what the HPA itself reads (``spec.replicas`` is the count the HPA compares
-against), so any kind that has one works without target-specific code. An agones.dev Fleet is
+against), so any kind that has one works without target-specific code. For apps/v1 kinds the count
+is read from a watch where one knows it (:mod:`presage_scaler.controller.replica_counts`). An agones.dev Fleet is
 never scaled through it by presage: Agones stays the single writer, and its ``status.replicas`` is
 the count the FleetAutoscaler reports.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import ScaleTargetRef
 from presage_scaler.clients.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
+from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.engine.evaluator import EvaluationError
 
 
@@ -26,10 +28,15 @@ def _int_at(obj: dict[str, object], *path: str) -> int | None:
 class TargetReader:
     """Reads current replicas; every failure is an :class:`EvaluationError` with a condition reason."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, watched: WatchedReplicas | None = None) -> None:
+        """``watched``: counts known from watches, read before any GET (None: always GET)."""
         self._client = client
+        self._watched = watched
 
     async def current_replicas(self, namespace: str, target: ScaleTargetRef) -> int:
+        known = self._watched.replicas(namespace, target) if self._watched is not None else None
+        if known is not None:
+            return known
         where = f"{target.kind} {namespace}/{target.name} ({target.api_version})"
         try:
             resource = await self._client.resource_for(target.api_version, target.kind)

@@ -8,7 +8,17 @@ import httpx
 import pytest
 
 from presage_scaler.controller.app import running
-from tests.harness.presage_cluster import REPO, apply, eventually, get, options, predictive_scaler, recent_samples
+from tests.harness.presage_cluster import (
+    REPO,
+    apply,
+    condition,
+    deployment,
+    eventually,
+    get,
+    options,
+    predictive_scaler,
+    recent_samples,
+)
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration
@@ -105,3 +115,42 @@ async def test_statefulset_and_fleet_targets(fleet_crd, kube_namespace, backend_
         }
     # presage never writes the Fleet.
     assert get(plane, "fleet", "arena", kube_namespace)["spec"]["replicas"] == 4
+
+
+async def test_apps_targets_are_read_from_a_watch_and_missing_ones_through_the_scale_subresource(
+    cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """Once the Deployment watch has listed, evaluations make no scale GET and still see a count
+    changed by hand at once; a target the watch does not know is read through the scale subresource,
+    so a missing one gets the GET's own TargetNotFound."""
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    for name in ("web", "ghost"):
+        scaler = predictive_scaler(name, name, prom.url, "app_demand", backend_name, interval="2s")
+        apply(cluster, scaler, kube_namespace)
+    async with running(options(cluster, kube_namespace)) as app:
+        await eventually(lambda: app.replicas.watching(), lambda kinds: kinds == ["deployments"], what="the watch")
+        scale_gets: list[str] = []
+        read = app.client.get
+
+        async def counted(resource, namespace, name, subresource=None):
+            if subresource == "scale":
+                scale_gets.append(name)
+            return await read(resource, namespace, name, subresource)
+
+        app.client.get = counted  # type: ignore[method-assign]
+        evaluations = app.scalers.evaluations
+        cluster.kubectl("scale", "deployment", "web", "--replicas=6", "-n", kube_namespace)
+        await eventually(
+            lambda: get(cluster, "predictivescaler", "web", kube_namespace),
+            lambda o: o["status"].get("currentReplicas") == 6,
+            what="the count scaled by hand, in status",
+        )
+        ghost = await eventually(
+            lambda: get(cluster, "predictivescaler", "ghost", kube_namespace),
+            lambda o: (condition(o, "Degraded") or {}).get("reason") == "TargetNotFound",
+            what="TargetNotFound for a Deployment that does not exist",
+        )
+        assert "ghost" in condition(ghost, "Degraded")["message"]
+        assert app.scalers.evaluations - evaluations >= 2
+        assert scale_gets and set(scale_gets) == {"ghost"}  # web's count came from the watch alone

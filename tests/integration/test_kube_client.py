@@ -8,6 +8,7 @@ import pytest
 
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.informer import Informer
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
 from tests.harness.presage_cluster import apply, deployment
 
@@ -51,3 +52,29 @@ async def test_discovery_conditional_patch_and_not_found(cluster, kube_namespace
                 CONFIG_MAPS, kube_namespace, "c", {"metadata": {"resourceVersion": version}, "data": {"k": "3"}}
             )
         assert (await client.get(CONFIG_MAPS, kube_namespace, "c"))["data"] == {"k": "2"}
+
+
+async def test_a_list_comes_a_page_at_a_time_from_one_snapshot_and_an_informer_lists_that_way(cluster, kube_namespace):
+    async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
+        for i in range(7):
+            await client.create(CONFIG_MAPS, kube_namespace, {"metadata": {"name": f"c{i}"}})
+        pages = [page async for page in client.pages(CONFIG_MAPS, kube_namespace, page_size=3)]
+        assert [len(p["items"]) for p in pages] == [3, 3, 1]
+        assert len({p["metadata"]["resourceVersion"] for p in pages}) == 1  # one snapshot
+        listing = await client.list(CONFIG_MAPS, kube_namespace, page_size=3)
+        names = sorted(item["metadata"]["name"] for item in listing["items"])
+        assert names == [f"c{i}" for i in range(7)]
+
+        seen: list[str] = []
+
+        async def handler(kind: str, obj: dict) -> None:
+            seen.append(f"{kind} {obj['kind']} {obj['metadata']['name']}")
+
+        informer = Informer(client, CONFIG_MAPS, handler, [kube_namespace], page_size=3)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.wait_synced(), 30)
+        finally:
+            task.cancel()
+        assert sorted(seen) == [f"upsert ConfigMap c{i}" for i in range(7)]  # every page, kind filled in
+        assert informer.relists == 1

@@ -81,9 +81,9 @@ async def test_gone_relists_and_reports_deletions():
         ("upsert", "a", "5"),
         ("upsert", "b", "6"),
         ("upsert", "c", "11"),
-        ("delete", "b", "6"),  # gone while we were not watching
+        ("upsert", "a", "25"),  # the relist reports each page as it comes,
+        ("delete", "b", "6"),  # then what its snapshot lacks: gone while we were not watching
         ("delete", "c", "11"),
-        ("upsert", "a", "25"),
     ]
     assert informer.relists == 2
     assert set(informer.cache) == {("ns", "a")}

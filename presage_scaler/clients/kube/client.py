@@ -198,17 +198,32 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         page_size: int = LIST_PAGE_SIZE,
     ) -> JSON:
-        """Every object, fetched ``page_size`` at a time (``limit``/``continue``), so no single
-        response holds 10,000 scalers; returned as one list whose ``metadata.resourceVersion`` is
-        the snapshot all pages were served from."""
-        query = {**(params or {}), "limit": str(page_size)}
-        listing = await self.request("GET", resource.path(namespace), params=query)
-        items = list(listing.get("items") or [])
-        while token := (listing.get("metadata") or {}).get("continue"):
-            listing = await self.request("GET", resource.path(namespace), params={**query, "continue": token})
+        """Every object as one list whose ``metadata.resourceVersion`` is the snapshot all pages
+        were served from (see :meth:`pages`)."""
+        items: list[JSON] = []
+        listing: JSON = {}
+        async for listing in self.pages(resource, namespace, params=params, page_size=page_size):
             items.extend(listing.get("items") or [])
         listing["items"] = items
         return listing
+
+    async def pages(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        page_size: int = LIST_PAGE_SIZE,
+    ) -> AsyncIterator[JSON]:
+        """A list ``page_size`` objects at a time (``limit``/``continue``), each page as the server sent
+        it, so that no response holds 10,000 objects and a caller that keeps less than whole objects
+        never holds more than a page of them; every page is of the same snapshot."""
+        query = {**(params or {}), "limit": str(page_size)}
+        listing = await self.request("GET", resource.path(namespace), params=query)
+        yield listing
+        while token := (listing.get("metadata") or {}).get("continue"):
+            listing = await self.request("GET", resource.path(namespace), params={**query, "continue": token})
+            yield listing
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)

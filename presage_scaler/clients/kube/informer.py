@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from presage_scaler.clients.kube.client import JSON, ApiError, Gone, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, LIST_PAGE_SIZE, ApiError, Gone, KubeClient, NotFound, Resource
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,12 @@ class Informer:
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
         cache_as: Callable[[JSON], JSON] = whole,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         """``cache_as``: what of each object :attr:`cache` keeps (:func:`identity_only` when the
-        handler keeps its own copy); a deletion the informer infers reaches the handler as that."""
+        handler keeps its own copy); a deletion the informer infers reaches the handler as that.
+        ``page_size``: objects per page of a list; where little of each object is kept, smaller
+        pages keep the process's memory from growing by a page of whole objects at a time."""
         self._client = client
         self.resource = resource
         self._handler = handler
@@ -68,6 +71,7 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._max_backoff = max_backoff
         self._cache_as = cache_as
+        self._page_size = page_size
         self.cache: dict[Key, JSON] = {}
         self._synced = [asyncio.Event() for _ in self._namespaces]
         self.relists = 0  # how many times a list had to be (re)done; visible for tests and logs
@@ -143,21 +147,24 @@ class Informer:
             await self._apply("DELETED", self.cache[key])
 
     async def _relist(self, namespace: str | None) -> str:
-        listing = await self._client.list(self.resource, namespace)
+        """List a page at a time, reporting each object as it comes (so that no more than a page of
+        whole objects is held), then what the snapshot lacks as deleted; returns its version."""
+        listed: set[Key] = set()
+        version = ""
+        async for page in self._client.pages(self.resource, namespace, page_size=self._page_size):
+            kind = self.resource.kind or page.get("kind", "").removesuffix("List")
+            api_version = page.get("apiVersion", self.resource.api_version)
+            for item in page.get("items") or []:
+                # List items carry no kind/apiVersion; handlers expect whole objects.
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+                listed.add(key_of(item))
+                await self._apply("MODIFIED", item)
+            version = str(page.get("metadata", {}).get("resourceVersion", ""))
         self.relists += 1
-        kind = self.resource.kind or listing.get("kind", "").removesuffix("List")
-        api_version = listing.get("apiVersion", self.resource.api_version)
-        fresh = {}
-        for item in listing.get("items", []):
-            # List items carry no kind/apiVersion; handlers expect whole objects.
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", api_version)
-            fresh[key_of(item)] = item
-        for key in [k for k in self.cache if (namespace is None or k[0] == namespace) and k not in fresh]:
+        for key in [k for k in self.cache if (namespace is None or k[0] == namespace) and k not in listed]:
             await self._apply("DELETED", self.cache[key])
-        for item in fresh.values():
-            await self._apply("MODIFIED", item)
-        return str(listing.get("metadata", {}).get("resourceVersion", ""))
+        return version
 
     async def _apply(self, event_type: str, obj: JSON) -> None:
         key = key_of(obj)
