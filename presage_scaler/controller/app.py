@@ -64,6 +64,7 @@ class ControllerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     concurrency: int = 32
+    watch_targets: bool = True  # apps/v1 targets' replica counts from watches, not a GET per evaluation
     probe_period: float = 30.0
     prometheus_timeout: float = 10.0
     staleness: StalenessBound = field(default_factory=StalenessBound)
@@ -85,7 +86,7 @@ class RunningController:
     scaler_informer: Informer
     backend_informer: Informer
     triggers: KubeScaledObjectTriggers
-    replicas: WatchedReplicas
+    replicas: WatchedReplicas | None  # None with watch_targets off
     crashed: asyncio.Event  # set when a component died; the process should exit non-zero
 
     @property
@@ -150,7 +151,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             client, forecaster_http, probe_period=options.probe_period, leading=writes_backends
         )
         triggers = KubeScaledObjectTriggers(client, namespaces)
-        replicas = WatchedReplicas(client, namespaces)
+        replicas = WatchedReplicas(client, namespaces) if options.watch_targets else None
         scalers = ScalerController(
             client,
             store,
@@ -219,7 +220,6 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 ("backend-informer", backend_informer.run()),
                 ("scaler-informer", scaler_informer.run()),
                 ("scaledobject-informer", triggers.run()),
-                ("replica-count-informers", replicas.run()),
                 ("backend-controller", _after(backend_informer.wait_synced(), backends.run())),
                 (
                     "scaler-controller",
@@ -227,6 +227,8 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 ),
             )
         ]
+        if replicas is not None:
+            tasks.append(asyncio.create_task(replicas.run(), name="replica-count-informers"))
         if elector is not None:
             tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
         crashed = asyncio.Event()

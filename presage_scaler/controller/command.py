@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (default: 2)")
     parser.add_argument("--identity", help="leader election identity (default: hostname plus a random suffix)")
     parser.add_argument("--concurrency", type=int, default=32, help="evaluations in flight at once (default: 32)")
+    parser.add_argument(
+        "--watch-targets",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="read Deployments', StatefulSets' and ReplicaSets' replica counts from a watch of each kind "
+        "(needs list/watch on them) instead of a scale subresource GET per evaluation (default: on)",
+    )
     parser.add_argument("--probe-period", type=float, default=30.0, help="ForecastBackend probe period, seconds")
     default = StalenessBound()
     parser.add_argument(
@@ -98,6 +105,7 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
         concurrency=args.concurrency,
+        watch_targets=args.watch_targets,
         probe_period=args.probe_period,
         staleness=StalenessBound(args.staleness_factor, timedelta(seconds=args.staleness_floor)),
         **extra,

@@ -183,7 +183,7 @@ class ScalerReconciler:
         conditions: list[ConditionUpdate] = []  # beside Ready and Degraded
         warning: ConditionUpdate | None = None  # Consumed, when it calls for a Warning Event
         try:
-            spec = self._specs.get(obj)
+            spec = entry.spec(self._specs)
             interval = spec.interval
             was_consumed = find(status.conditions, CONSUMED)
             consumed = self._consumed(spec, namespace, name, was_consumed, generation)

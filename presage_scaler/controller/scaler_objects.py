@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -40,15 +41,25 @@ def compact(obj: JSON) -> JSON:
 
 class ScalerEntry:
     """The controller's copy of one PredictiveScaler: the newest object seen (:func:`compact`, its
-    status kept apart as compact JSON: a status holds up to 32 pending shadow predictions, ~15 KiB
-    as parsed JSON and ~4 KiB as text) and its generation.
+    spec and status kept apart as compact JSON: a status holds up to 32 pending shadow predictions,
+    ~15 KiB as parsed JSON and ~4 KiB as text, and a spec, parsed once per generation by
+    :class:`SpecCache`, is read as JSON only then) and its generation.
 
     The status it reads is the written one, or a newer one an evaluation held instead of writing
     (:mod:`~presage_scaler.controller.status_cadence`); a held status is dropped when the watch brings
     a status other than the one it was computed on (another replica wrote since).
     """
 
-    __slots__ = ("_held", "_status_json", "_written", "_written_hash", "generation", "obj", "scheduled_generation")
+    __slots__ = (
+        "_held",
+        "_spec_json",
+        "_status_json",
+        "_written",
+        "_written_hash",
+        "generation",
+        "obj",
+        "scheduled_generation",
+    )
 
     def __init__(self, obj: JSON, generation: int) -> None:
         self.generation = generation
@@ -60,11 +71,9 @@ class ScalerEntry:
         """Keep ``obj``, a newer version from the watch."""
         head = compact(obj)
         status = head.get("status")
-        try:
-            status_json = json.dumps(status or {}, separators=(",", ":")).encode()
-        except (RecursionError, ValueError):  # nested past what JSON text may be: unreadable, as in status_of
-            status_json = b"null"
-        self.obj: JSON = {k: v for k, v in head.items() if k != "status"}
+        status_json = _compact_json(status)
+        self._spec_json = _compact_json(head.get("spec"))
+        self.obj: JSON = {k: v for k, v in head.items() if k not in ("spec", "status")}
         if self._held and hash(status_json) == self._written_hash:
             return  # the status the held one was computed on: keep the held one
         self._held = False
@@ -102,6 +111,15 @@ class ScalerEntry:
         loaded = json.loads(self._status_json)
         return loaded if isinstance(loaded, dict) else {}
 
+    def spec_json(self) -> JSON:
+        """The kept spec as JSON (what :class:`SpecCache` parses when the generation is new to it)."""
+        loaded = json.loads(self._spec_json)
+        return loaded if isinstance(loaded, dict) else {}
+
+    def spec(self, specs: SpecCache) -> PredictiveScalerSpec:
+        """The spec, parsed once per generation by ``specs``; :class:`EvaluationError` when invalid."""
+        return specs.parsed(self.obj["metadata"], self.spec_json)
+
     def status(self) -> PredictiveScalerStatus:
         """The kept status (the held one if any), as :func:`status_of` reads it."""
         try:
@@ -110,9 +128,18 @@ class ScalerEntry:
             return _unreadable(self.obj)
 
 
-def _parse_spec(obj: JSON) -> PredictiveScalerSpec:
+def _compact_json(value: object) -> bytes:
+    """``value`` (an object, or None for an empty one) as compact JSON text; JSON ``null`` when it is
+    nested past what JSON text may be, which reads back as unreadable (as in :func:`status_of`)."""
     try:
-        return parse(PredictiveScalerSpec, obj.get("spec") or {})
+        return json.dumps(value or {}, separators=(",", ":")).encode()
+    except (RecursionError, ValueError):
+        return b"null"
+
+
+def _parse_spec(spec: object) -> PredictiveScalerSpec:
+    try:
+        return parse(PredictiveScalerSpec, spec or {})
     except SpecError as exc:
         raise EvaluationError(Reason.INVALID_SPEC, str(exc)) from exc
 
@@ -124,12 +151,15 @@ class SpecCache:
         self._items: dict[str, tuple[int, PredictiveScalerSpec | EvaluationError]] = {}
 
     def get(self, obj: JSON) -> PredictiveScalerSpec:
-        meta = obj["metadata"]
+        return self.parsed(obj["metadata"], lambda: obj.get("spec"))
+
+    def parsed(self, meta: JSON, spec: Callable[[], object]) -> PredictiveScalerSpec:
+        """The spec of the object ``meta`` describes, ``spec()`` parsed when its generation is new here."""
         uid, generation = meta.get("uid", meta["name"]), int(meta.get("generation") or 0)
         cached = self._items.get(uid)
         if cached is None or cached[0] != generation:
             try:
-                parsed: PredictiveScalerSpec | EvaluationError = _parse_spec(obj)
+                parsed: PredictiveScalerSpec | EvaluationError = _parse_spec(spec())
             except EvaluationError as exc:
                 parsed = exc
             cached = self._items[uid] = (generation, parsed)

@@ -147,7 +147,7 @@ class ScalerController:
         """Continue the schedule from status: due one interval after the last forecast."""
         status = entry.status()
         try:
-            interval = self._specs.get(entry.obj).interval
+            interval = entry.spec(self._specs).interval
         except EvaluationError:
             return 0.0
         if status.last_forecast is None or status.observed_generation != entry.obj["metadata"].get("generation"):

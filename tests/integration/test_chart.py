@@ -34,6 +34,7 @@ EVERYTHING = {
     "scaler.stalenessFactor": "4",
     "scaler.stalenessFloorSeconds": "60",
     "scaler.extraArgs": "{--concurrency=64}",
+    "scaler.watchTargets": "false",
     "scaler.grpc.port": "9443",
     "scaler.grpc.tls.secretName": "presage-grpc-tls",
     "scaler.grpc.tls.requireClientCert": "true",
@@ -104,6 +105,18 @@ def test_every_option_reaches_presage_run(helm: Helm) -> None:
     assert (args.grpc_port, args.http_port, args.lease_name) == (9443, 8080, "presage-scaler")
     assert (args.namespaces, args.log_level, args.leader_elect) == ("shop,payments", "DEBUG", False)
     assert (args.staleness_factor, args.staleness_floor, args.concurrency) == (4.0, 60.0, 64)
+    assert args.watch_targets is False
+    rules = objects["ClusterRole", "presage-scaler"]["rules"]
+    assert not [r for r in rules if "apps" in r["apiGroups"] and "watch" in r["verbs"]]  # no watch, no grant
+    default_rules = render(helm, {})["ClusterRole", "presage-scaler"]["rules"]
+    assert {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "statefulsets", "replicasets"],
+        "verbs": [
+            "list",
+            "watch",
+        ],
+    } in default_rules
     assert deployment["spec"]["replicas"] == 1
     files = {
         "grpc cert": (args.grpc_tls_cert, ("presage-grpc-tls", "tls.crt")),

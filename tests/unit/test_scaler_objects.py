@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from presage_scaler.api.types import PredictiveScalerStatus
-from presage_scaler.controller.scaler_objects import ScalerEntry, compact, status_of
+from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, compact, status_of
+from presage_scaler.engine.evaluator import EvaluationError
 
 
 def scaler(version: str) -> dict:
@@ -88,3 +91,32 @@ def test_an_unreadable_status_reads_as_empty():
     assert ScalerEntry(obj=obj, generation=3).status() == status_of(obj) == PredictiveScalerStatus()
     obj["status"] = ["not", "an", "object"]
     assert ScalerEntry(obj=obj, generation=3).status() == PredictiveScalerStatus()
+
+
+def test_the_spec_is_kept_apart_and_parsed_once_per_generation():
+    obj = scaler("7")
+    obj["spec"] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "signal": {"prometheus": {"address": "http://prometheus:9090", "query": "sum(rate(x[1m]))"}},
+        "capacity": {"perReplica": "20"},
+        "policy": {"maxReplicas": 30},
+        "interval": "2m",
+    }
+    entry = ScalerEntry(obj=obj, generation=3)
+    assert "spec" not in entry.obj and entry.spec_json() == obj["spec"]
+    specs = SpecCache()
+    parsed = entry.spec(specs)
+    assert parsed == specs.get(obj) and parsed.interval.total_seconds() == 120
+    edited = copy.deepcopy(obj)
+    edited["spec"]["interval"] = "5m"
+    entry.keep(edited)
+    assert entry.spec(specs) is parsed  # the same generation: not parsed again
+    edited["metadata"]["generation"] = 4
+    entry.keep(edited)
+    assert entry.spec(specs).interval.total_seconds() == 300
+    broken = copy.deepcopy(edited)
+    broken["metadata"]["generation"] = 5
+    broken["spec"]["policy"] = {"maxReplicas": "lots"}
+    entry.keep(broken)
+    with pytest.raises(EvaluationError, match="maxReplicas"):
+        entry.spec(specs)

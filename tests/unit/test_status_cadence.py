@@ -171,7 +171,7 @@ def test_an_entry_reads_its_held_status_until_another_status_is_written():
     edited = _scaler("8", status())
     edited["spec"] = {"interval": "2m"}
     entry.keep(edited)
-    assert entry.obj["spec"] == {"interval": "2m"} and entry.status_json() == held
+    assert entry.spec_json() == {"interval": "2m"} and entry.status_json() == held
     # Another replica's write replaces it: the held one was computed on a status no longer there.
     elsewhere = status(WRITTEN_AT + 2 * MINUTE, recommendedReplicas=9)
     entry.keep(_scaler("9", elsewhere))
