@@ -6,7 +6,9 @@ costs the controller ~0.2 ms of CPU and the API server and etcd ~0.6 ms at every
 (docs/controller.md, Throughput); a watch costs one decoded event per change of the object.
 
 A kind is watched from the first evaluation that targets it, in the namespaces presage watches,
-and keeps being watched while the process runs. Until its watch has listed (and for any object it
+and keeps being watched while the process runs. A kind presage may not list (RBAC from before the
+watch, or withheld on purpose) is said once in the log and read through the scale subresource
+until the process restarts. Until its watch has listed (and for any object it
 does not know, or any other kind) the caller reads the scale subresource as before, so the count is
 never guessed and a missing or forbidden target gets the GET's own error. Only the name, version
 and ``spec.replicas`` of each object are kept: ~0.5 KiB per watched object, every object of the
@@ -20,7 +22,7 @@ import logging
 from collections.abc import Sequence
 
 from presage_scaler.api.types import ScaleTargetRef
-from presage_scaler.clients.kube.client import JSON, KubeClient, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, Forbidden, KubeClient, Resource
 from presage_scaler.clients.kube.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -85,5 +87,27 @@ class WatchedReplicas:
         async with asyncio.TaskGroup() as group:
             while True:
                 informer = await self._to_start.get()
+                if not await self._may_list(informer.resource):
+                    continue  # never synced: every evaluation of the kind GETs its scale subresource
                 log.info("watching %s for scale targets' replica counts", informer.resource.plural)
                 group.create_task(informer.run(), name=f"replicas-{informer.resource.plural}")
+
+    async def _may_list(self, resource: Resource) -> bool:
+        """False, said once, when presage is forbidden to list ``resource``; any other failure is
+        the informer's to retry."""
+        for namespace in self._namespaces or [None]:
+            try:
+                await self._client.request("GET", resource.path(namespace), params={"limit": "1"})
+            except Forbidden as exc:
+                log.warning(
+                    "presage may not list %s (%s): their replica counts are read through the scale subresource "
+                    "at every evaluation; grant list and watch on %s.%s, or run with --no-watch-targets",
+                    resource.plural,
+                    exc.message,
+                    resource.plural,
+                    resource.group,
+                )
+                return False
+            except ApiError:
+                return True
+        return True

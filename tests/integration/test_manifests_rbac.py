@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 
 import pytest
 import yaml
@@ -116,3 +117,60 @@ async def test_controller_runs_with_its_service_account(cluster, kube_namespace,
             json={"spec": {"resourceAttributes": {"group": "keda.sh", "resource": "scaledobjects", "verb": "watch"}}},
         )
         assert review.json()["status"]["allowed"] is True
+
+
+async def test_without_list_and_watch_on_deployments_counts_are_read_through_the_scale_subresource(
+    cluster, kube_namespace, prometheus_factory, caplog
+):
+    """RBAC from before the replica-count watch (the ClusterRole without list/watch on apps kinds):
+    the controller says so once and reads the scale subresource, as it always did."""
+    cluster.kubectl("apply", "-k", str(REPO / "manifests"))
+    [role] = [
+        d for d in yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text()) if d["kind"] == "ClusterRole"
+    ]
+    rules = [r for r in role["rules"] if not ("apps" in r["apiGroups"] and "watch" in r["verbs"])]
+    assert len(rules) == len(role["rules"]) - 1
+    name = "presage-without-watch"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": "presage-system"}}
+    apply(cluster, account)
+    apply(cluster, {**role, "metadata": {"name": name}, "rules": rules})
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "presage-system"}],
+    }
+    apply(cluster, binding)
+    kubeconfig = cluster.kubeconfig_for_token(cluster.service_account_token("presage-system", name))
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    [scaler] = _example("shadow-scaler.yaml", kube_namespace)
+    scaler["spec"]["signal"] = {
+        "prometheus": {"address": prom.url, "query": "app_demand"},
+        "history": "3h",
+        "resolution": "1m",
+    }
+    scaler["spec"]["interval"] = "2s"
+    apply(cluster, deployment("checkout", 2), kube_namespace)
+    apply(cluster, scaler)
+
+    options = ControllerOptions(
+        kubeconfig=kubeconfig, namespaces=(kube_namespace,), grpc_port=0, http_port=0, leader_elect=False
+    )
+    with caplog.at_level(logging.WARNING, logger="presage_scaler.controller.replica_counts"):
+        async with running(options) as app:
+            await eventually(
+                lambda: get(cluster, "predictivescaler", "checkout", kube_namespace),
+                lambda o: (o.get("status") or {}).get("currentReplicas") == 2,
+                what="the count read through the scale subresource",
+            )
+            cluster.kubectl("scale", "deployment", "checkout", "--replicas=5", "-n", kube_namespace)
+            await eventually(
+                lambda: get(cluster, "predictivescaler", "checkout", kube_namespace),
+                lambda o: o["status"].get("currentReplicas") == 5,
+                what="the new count, read through the scale subresource",
+            )
+            await eventually(lambda: app.scalers.evaluations, lambda n: n >= 4, what="more evaluations")
+            assert app.replicas is not None and app.replicas.watching() == []
+    said = [r.getMessage() for r in caplog.records if "may not list deployments" in r.getMessage()]
+    assert len(said) == 1 and "--no-watch-targets" in said[0]  # once, with what to do
