@@ -28,21 +28,28 @@ def _example(name: str, namespace: str) -> dict:
     return documents
 
 
+def _example_scaler_of_two(cluster, namespace: str, prometheus_url: str, interval: str) -> dict:
+    """The example Shadow scaler, reading ``app_demand`` from ``prometheus_url`` every ``interval``,
+    applied with its Deployment "checkout" at 2 replicas."""
+    [scaler] = _example("shadow-scaler.yaml", namespace)
+    scaler["spec"]["signal"] = {
+        "prometheus": {"address": prometheus_url, "query": "app_demand"},
+        "history": "3h",
+        "resolution": "1m",
+    }
+    scaler["spec"]["interval"] = interval
+    apply(cluster, deployment("checkout", 2), namespace)
+    apply(cluster, scaler)
+    return scaler
+
+
 async def test_controller_runs_with_its_service_account(cluster, kube_namespace, prometheus_factory):
     cluster.kubectl("apply", "-k", str(REPO / "manifests"))
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
     token = cluster.service_account_token("presage-system", "presage-scaler")
     kubeconfig = cluster.kubeconfig_for_token(token)
 
-    [scaler] = _example("shadow-scaler.yaml", kube_namespace)
-    scaler["spec"]["signal"] = {
-        "prometheus": {"address": prom.url, "query": "app_demand"},
-        "history": "3h",
-        "resolution": "1m",
-    }
-    scaler["spec"]["interval"] = "5s"
-    apply(cluster, deployment("checkout", 2), kube_namespace)
-    apply(cluster, scaler)
+    scaler = _example_scaler_of_two(cluster, kube_namespace, prom.url, "5s")
     secret_data = {"token": base64.b64encode(b"t").decode()}
     apply(
         cluster,
@@ -144,15 +151,7 @@ async def test_without_list_and_watch_on_deployments_counts_are_read_through_the
     apply(cluster, binding)
     kubeconfig = cluster.kubeconfig_for_token(cluster.service_account_token("presage-system", name))
     prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
-    [scaler] = _example("shadow-scaler.yaml", kube_namespace)
-    scaler["spec"]["signal"] = {
-        "prometheus": {"address": prom.url, "query": "app_demand"},
-        "history": "3h",
-        "resolution": "1m",
-    }
-    scaler["spec"]["interval"] = "2s"
-    apply(cluster, deployment("checkout", 2), kube_namespace)
-    apply(cluster, scaler)
+    _example_scaler_of_two(cluster, kube_namespace, prom.url, "2s")
 
     options = ControllerOptions(
         kubeconfig=kubeconfig, namespaces=(kube_namespace,), grpc_port=0, http_port=0, leader_elect=False
