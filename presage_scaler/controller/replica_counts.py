@@ -6,13 +6,12 @@ costs the controller ~0.2 ms of CPU and the API server and etcd ~0.6 ms at every
 (docs/controller.md, Throughput); a watch costs one decoded event per change of the object.
 
 A kind is watched from the first evaluation that targets it, in the namespaces presage watches,
-and keeps being watched while the process runs. A kind presage may not list (RBAC from before the
-watch, or withheld on purpose) is said once in the log and read through the scale subresource
-until the process restarts. Until its watch has listed (and for any object it
-does not know, or any other kind) the caller reads the scale subresource as before, so the count is
-never guessed and a missing or forbidden target gets the GET's own error. Only the name, version
-and ``spec.replicas`` of each object are kept: ~0.5 KiB per watched object, every object of the
-kind in the watched namespaces, not only the targets.
+and keeps being watched while the process runs. Until its watch has listed, and for an object it
+does not know or any other kind, the caller reads the scale subresource as before: the count is
+never guessed, and a missing or forbidden target gets the GET's own error. A kind presage may not
+list (RBAC from before the watch, or withheld on purpose) is said once in the log and read through
+the scale subresource until the process restarts. Only the name, version and ``spec.replicas`` of
+each object are kept: ~0.6 KiB per object of the kind in the watched namespaces, targeted or not.
 """
 
 from __future__ import annotations
