@@ -96,7 +96,8 @@ class WatchedReplicas:
         the informer's to retry."""
         for namespace in self._namespaces or [None]:
             try:
-                await self._client.request("GET", resource.path(namespace), params={"limit": "1"})
+                async for _ in self._client.pages(resource, namespace, page_size=1):
+                    break  # one object is enough to know the list is allowed
             except Forbidden as exc:
                 log.warning(
                     "presage may not list %s (%s): their replica counts are read through the scale subresource "

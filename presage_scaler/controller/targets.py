@@ -2,9 +2,9 @@
 
 The scale subresource is what the HPA itself reads (``spec.replicas`` is the count the HPA compares
 against), so any kind that has one works without target-specific code. For apps/v1 kinds the count
-is read from a watch where one knows it (:mod:`presage_scaler.controller.replica_counts`). An agones.dev Fleet is
-never scaled through it by presage: Agones stays the single writer, and its ``status.replicas`` is
-the count the FleetAutoscaler reports.
+is read from a watch where one knows it (:mod:`presage_scaler.controller.replica_counts`). An
+agones.dev Fleet is never scaled through it by presage: Agones stays the single writer, and its
+``status.replicas`` is the count the FleetAutoscaler reports.
 """
 
 from __future__ import annotations
