@@ -422,8 +422,8 @@ def main() -> None:
         spacing = args.scalers / rate
         keeping = "keeping up" if spacing <= 1.05 * interval else "behind"
         print(
-            f"at a {args.interval} interval: each scaler evaluated every {spacing:.1f}s on average (its interval "
-            f"counts from the end of the previous evaluation), {keeping} with {args.scalers} scalers"
+            f"at a {args.interval} interval: each scaler evaluated every {spacing:.1f}s on average (the interval "
+            f"counts from the start of the previous evaluation), {keeping} with {args.scalers} scalers"
         )
     target = 10_000 / 60
     print(

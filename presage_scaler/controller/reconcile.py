@@ -71,11 +71,15 @@ class Failure:
         object.__setattr__(self, "reason", Reason(self.reason))
 
 
-def _failure_of(exc: Exception) -> Failure:
+def _failure_of(exc: Exception, backend_name: str | None) -> Failure:
+    """The condition an evaluation's error reports; a backend's own error names the ForecastBackend,
+    as the registry's refusals do (a scaler's message must say which backend to look at)."""
     if isinstance(exc, TimeoutError):
         return Failure(Reason.EVALUATION_TIMEOUT, "the evaluation did not finish within its deadline")
-    message = getattr(exc, "message", None) or str(exc)
-    return Failure(getattr(exc, "reason", Reason.INTERNAL_ERROR), str(message))
+    message = str(getattr(exc, "message", None) or exc)
+    if isinstance(exc, BackendError) and backend_name is not None:
+        message = f"ForecastBackend {backend_name!r}: {message}"
+    return Failure(getattr(exc, "reason", Reason.INTERNAL_ERROR), message)
 
 
 def served_within(spec: PredictiveScalerSpec, staleness: StalenessBound) -> timedelta:
@@ -166,7 +170,8 @@ class ScalerReconciler:
         self.writes = 0  # status writes attempted (an evaluation whose status was held makes none)
 
     async def reconcile(self, entry: ScalerEntry) -> float:
-        """Evaluate one scaler and write its status; returns seconds until the next evaluation."""
+        """Evaluate one scaler and write its status; returns its interval in seconds (counted by the scheduler
+        from this evaluation's start)."""
         obj = entry.obj
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
@@ -180,6 +185,7 @@ class ScalerReconciler:
         recommendation: Recommendation | None = None
         failure: Failure | None = None
         shadow: JSON | None = None
+        backend_name: str | None = None
         conditions: list[ConditionUpdate] = []  # beside Ready and Degraded
         warning: ConditionUpdate | None = None  # Consumed, when it calls for a Warning Event
         try:
@@ -204,7 +210,7 @@ class ScalerReconciler:
                 evaluate(spec, backend, source, current, state, now, calibration), deadline
             )
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
-            failure = _failure_of(exc)
+            failure = _failure_of(exc, backend_name)
         except Exception as exc:
             # A bug or an input nobody foresaw: this scaler goes Degraded with the error, keeps its last
             # recommendation, and every other scaler goes on.

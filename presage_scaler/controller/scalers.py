@@ -33,7 +33,8 @@ from presage_scaler.serving.store import RecommendationStore
 log = logging.getLogger(__name__)
 
 CRASHED_RETRY = 60.0
-"""Seconds before a scaler whose evaluation crashed outside its own error handling is tried again."""
+"""Seconds from the start of an evaluation that crashed outside its own error handling until the scaler
+is tried again."""
 
 
 class ScalerController:
@@ -161,13 +162,15 @@ class ScalerController:
         await self._scheduler.run(self._evaluate)
 
     async def reconcile(self, entry: ScalerEntry) -> float:
-        """Evaluate one scaler and write its status; returns seconds until the next evaluation."""
+        """Evaluate one scaler and write its status; returns its interval in seconds: the next evaluation is due
+        that long after this one started."""
         interval = await self._reconciler.reconcile(entry)
         self.evaluations += 1
         return interval
 
     async def _evaluate(self, key: Key) -> float | None:
-        """The scheduler's work: seconds until ``key`` is due again, None once it is deleted."""
+        """The scheduler's work: seconds from this run's start until ``key`` is due again, None once it is
+        deleted."""
         entry = self._entries.get(key)
         if entry is None:
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -162,3 +163,47 @@ async def test_a_key_it_may_not_run_is_dropped_until_scheduled_again():
         scheduler.schedule("a", 0.0)
         await asyncio.wait_for(done.wait(), 5)
     assert started == ["b", "a"]
+
+
+async def test_the_next_run_is_counted_from_the_start_of_the_last():
+    """A key that returns its interval runs once per interval, however long each run takes: counted
+    from the end, the 0.4 s runs would come every 0.9 s instead of every 0.5 s."""
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True)
+    starts: list[float] = []
+    third = asyncio.Event()
+
+    async def work(key: str) -> float | None:
+        starts.append(asyncio.get_running_loop().time())
+        if len(starts) == 3:
+            third.set()
+            return None
+        await asyncio.sleep(0.4)
+        return 0.5
+
+    scheduler.schedule("a", 0.0)
+    async with running(scheduler, work):
+        await asyncio.wait_for(third.wait(), 10)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert all(0.5 <= gap < 0.8 for gap in gaps), gaps
+
+
+async def test_a_run_longer_than_its_interval_is_followed_at_once_not_overlapped():
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: True)
+    spans: list[tuple[float, float]] = []
+    done = asyncio.Event()
+
+    async def work(key: str) -> float | None:
+        clock = asyncio.get_running_loop().time
+        start = clock()
+        await asyncio.sleep(0.3)
+        spans.append((start, clock()))
+        if len(spans) == 3:
+            done.set()
+            return None
+        return 0.1
+
+    scheduler.schedule("a", 0.0)
+    async with running(scheduler, work):
+        await asyncio.wait_for(done.wait(), 10)
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start < end + 0.25
