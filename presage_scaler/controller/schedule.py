@@ -19,11 +19,13 @@ Work = Callable[[K], Awaitable[float | None]]
 """One run for a key; returns seconds from the start of this run until its next, or None to schedule
 it no more. It must not raise (a raise ends :meth:`Scheduler.run`).
 
-Counted from the start, so a key returning its interval runs once per interval however long its runs
-take: from their end, each run's duration (and its wait for a free slot) would be added to every
-interval, and a controller with 10,000 scalers at 1m, each run a few seconds under load, would
-evaluate each every 64 s, not 60. A run that outlasts its interval is followed at once, never
-overlapped."""
+Counted from the start, so a key returning its interval runs once per interval while its runs are
+short: counted from their end, each run's duration (and its wait for a free slot) would be added to
+every interval, and a controller with 10,000 scalers at 1m, each run a few seconds under load, would
+evaluate each every 64 s, not 60. A long run is followed no sooner than its own duration (at most
+the delay) after it ends, so a key whose runs hang until their deadline (a scaler whose Prometheus
+does not answer) holds one of the ``concurrency`` slots at most half the time, not all of it; a
+run that outlasts the delay is followed one delay after it ends."""
 
 
 class Scheduler(Generic[K]):
@@ -94,4 +96,5 @@ class Scheduler(Generic[K]):
             self._running.discard(key)
             self._semaphore.release()
         if delay is not None and key in self._tickets:
-            self._schedule_at(key, started + delay)
+            ended = time.monotonic()
+            self._schedule_at(key, max(started + delay, ended + min(ended - started, delay)))
