@@ -136,6 +136,9 @@ class ControllerRun:
     """CPU the cycle collector took per evaluation over the window (part of ``cpu_ms``)."""
     collections: tuple[int, int, int]
     """Its collections over the window, by generation."""
+    oldest_served: timedelta
+    """The oldest recommendation in the store KEDA and Agones are answered from, sampled every few
+    seconds over the window: how stale an answer could have been."""
 
 
 async def controller_rate(
@@ -165,7 +168,7 @@ async def controller_rate(
         start_writes = app.scalers.status_writes
         servers_before = {name: _cpu_of(pid) for name, pid in servers.items()}
         with CollectorClock() as collector:
-            await asyncio.sleep(seconds)
+            oldest = await oldest_served(app.store, seconds)
         done = app.scalers.evaluations - start_count
         rate = done / (time.perf_counter() - start)
         cpu_ms = (cpu_seconds() - cpu) * 1000 / done
@@ -173,8 +176,18 @@ async def controller_rate(
         writes = (app.scalers.status_writes - start_writes) / done
         memory = rss_mib() - before
     return ControllerRun(
-        rate, cpu_ms, memory, servers_ms, writes, collector.seconds * 1000 / done, tuple(collector.collections)
+        rate, cpu_ms, memory, servers_ms, writes, collector.seconds * 1000 / done, tuple(collector.collections), oldest
     )
+
+
+async def oldest_served(store: RecommendationStore, seconds: float, every: float = 5.0) -> timedelta:
+    """Wait ``seconds``, sampling the age of the oldest recommendation in ``store`` every ``every``."""
+    oldest, end = timedelta(0), time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(every, left))
+        now = datetime.now(UTC)
+        oldest = max([oldest, *(item.age(now) for item in store.items())])
+    return oldest
 
 
 class CollectorClock:
@@ -333,6 +346,13 @@ def main() -> None:
     )
     parser.add_argument("--shards", type=int, default=0, help="also measure this many sharing processes (0: no)")
     args = parser.parse_args()
+    interval = parse_duration(args.interval).total_seconds()
+    if interval >= 60 and args.seconds % interval:
+        # Right after the warm-up every scaler's phase lies within it: a window of whole intervals
+        # evaluates each scaler that keeps up the same number of times, so the spacing printed from
+        # the rate is the one kept (a 70 s window at 1m would count one evaluation per 70 s).
+        args.seconds = math.ceil(args.seconds / interval) * interval
+        print(f"measured window rounded up to whole intervals: {args.seconds:.0f} s")
 
     prom = PrometheusServer()
     for j in range(SERIES):
@@ -388,6 +408,12 @@ def main() -> None:
         f"evaluation) against {every.writes_per_evaluation:.2f}; {run.rate / every.rate:.2f}x the evaluations/s, "
         f"{run.cpu_ms / every.cpu_ms:.2f}x the controller's CPU per evaluation"
     )
+    bound = StalenessBound().max_age(timedelta(seconds=interval)).total_seconds()
+    print(
+        f"oldest recommendation served over the window (sampled every 5 s): {run.oldest_served.total_seconds():.0f} s, "
+        f"every status written: {every.oldest_served.total_seconds():.0f} s (KEDA's staleness bound at a "
+        f"{args.interval} interval: {bound:.0f} s)"
+    )
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
     for what, measured in (("", run), (", every status written", every)):
         shares = ", ".join(f"{name} {ms:.2f}" for name, ms in measured.servers_ms.items())
@@ -417,7 +443,6 @@ def main() -> None:
             f"CPU capacity of {args.shards} shards, each on a core of its own: {args.shards * one_cpu / many_cpu:.2f}x "
             f"one process's ({args.shards} x {one_cpu:.2f} ms / {many_cpu:.2f} ms per evaluation)"
         )
-    interval = parse_duration(args.interval).total_seconds()
     if interval >= 60:
         spacing = args.scalers / rate
         keeping = "keeping up" if spacing <= 1.05 * interval else "behind"
