@@ -5,17 +5,21 @@ in-process controller with SeasonalNaive. Every scaler gets a 1 s interval so th
 saturated; the figure is evaluations completed per second over a measurement window after
 warm-up. With ``--interval 1m`` the scalers run at the target's own interval instead: the
 controller keeps up or falls behind, and the benchmark says which from the spacing it kept
-between a scaler's evaluations (a saturated run cannot hold statuses at 10,000 scalers: each is
-evaluated less often than KEDA's bound allows, so the saturated figure understates a controller
-that keeps up). Each evaluation is the production path: the Deployment's replica count (from the watch once
-it has listed, a scale subresource GET before), Prometheus range query, forecast, policy, status
-PATCH (held for the next evaluation when nothing visible changed; events when the recommendation
-changes).
+between a scaler's evaluations, over a window of whole intervals (a saturated run cannot hold
+statuses at 10,000 scalers: each is evaluated less often than KEDA's bound allows, so the
+saturated figure understates a controller that keeps up). Each evaluation is the production path:
+the Deployment's replica count (from the watch once it has listed, a scale subresource GET
+before), Prometheus range query, forecast, policy, status PATCH (held for the next evaluation when
+nothing visible changed; events when the recommendation changes).
 
 Baseline in the same run: the same evaluations with no Kubernetes edges (``evaluate()`` against the
 same Prometheus, same concurrency), so the ratio shows what the API server round trips cost. It is
 measured before, between and after the controller runs, and each run is compared with the mean of
 the two beside it.
+
+Staleness: the oldest recommendation in the store KEDA and Agones are answered from, sampled every
+5 s over the window, against KEDA's staleness bound: a controller that falls behind must still not
+serve a stale one.
 
 Memory: process RSS with the scalers cached and evaluating, minus RSS before any were created.
 
