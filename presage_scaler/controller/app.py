@@ -13,8 +13,9 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -31,8 +32,10 @@ from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key
 from presage_scaler.controller.scalers import ScalerController
-from presage_scaler.controller.shards import ShardElection, shard_of
+from presage_scaler.controller.shards import ShardElection, lease_of, shard_lease_name, shard_of
+from presage_scaler.controller.status_cadence import LeaseVouch
 from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.freshness import ANNOTATION, FreshnessRecord, LeaseFreshness
 from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_http
 from presage_scaler.serving.keda import StalenessBound
@@ -147,6 +150,24 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
         def writes_backends() -> bool:  # ForecastBackend status: the leader, or shard 0's owner
             return elector.owns(0) if isinstance(elector, ShardElection) else leading()
 
+        def lease(key: Key) -> str:
+            return lease_of(options.lease_name, options.shards, *key)
+
+        # Freshness records (serving.freshness): every replica reads them from the Leases it campaigns
+        # for; the holder publishes one at every renewal, and holds statuses by what it published.
+        freshness = LeaseFreshness(lambda *key: lease(key), options.shards, options.staleness)
+        published: dict[str, float] = {}  # Lease name -> the lateness this replica last published in it
+        lag = timedelta(seconds=options.renew_deadline + options.retry_period)
+
+        def publish(name: str, selects: Callable[[Key], bool]) -> dict[str, str]:
+            now = datetime.now(UTC)
+            lateness = published[name] = scalers.lateness(selects, freshness.record(name), now)
+            return {ANNOTATION: FreshnessRecord(now, lateness, options.shards).encode()}
+
+        def vouch(key: Key) -> LeaseVouch | None:
+            lateness = published.get(lease(key))
+            return None if lateness is None else LeaseVouch(lateness, lag)
+
         backends = BackendController(
             client, forecaster_http, probe_period=options.probe_period, leading=writes_backends
         )
@@ -165,6 +186,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             scaled_objects=triggers,
             staleness=options.staleness,
             replicas=replicas,
+            vouch=vouch,
         )
         lease_namespace = options.lease_namespace or config.namespace
         timing = {
@@ -181,6 +203,8 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 options.shards,
                 on_change=lambda s, owned: scalers.on_ownership(lambda key: shard(key) == s, owned),
                 busy=lambda s: scalers.in_flight(lambda key: shard(key) == s),
+                annotate=lambda s: publish(shard_lease_name(options.lease_name, s), lambda key: shard(key) == s),
+                observe=freshness.observe,
                 **timing,
             )
         elif options.leader_elect:
@@ -190,8 +214,12 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 options.lease_name,
                 options.identity,
                 on_change=scalers.on_leadership,
+                annotate=lambda: publish(options.lease_name, lambda key: True),
+                observe=freshness.observe,
                 **timing,
             )
+        if elector is not None:
+            store.confirmed_at = freshness.confirmed_at
         scaler_informer = Informer(
             client, PREDICTIVE_SCALERS, scalers.on_event, namespaces, cache_as=identity_only
         )  # the controller keeps its own copy of each scaler

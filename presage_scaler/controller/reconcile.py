@@ -40,9 +40,9 @@ from presage_scaler.controller.conditions import (
 )
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.scaler_objects import ScalerEntry, SpecCache, stored_recommendation
+from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
-from presage_scaler.controller.status_cadence import merge_patch, write_due
+from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.engine.calibration import CalibrationState
@@ -85,11 +85,9 @@ def _failure_of(exc: Exception, backend_name: str | None) -> Failure:
 def served_within(spec: PredictiveScalerSpec, staleness: StalenessBound) -> timedelta:
     """The age past which this scaler's written recommendation is refused: KEDA's staleness bound, or
     an Agones Fleet's maximum recommendation age where that is shorter."""
-    bound = staleness.max_age(spec.interval)
     target = spec.scale_target_ref
-    if target.is_agones_fleet:
-        bound = min(bound, (target.agones or AgonesFleetTarget()).max_recommendation_age)
-    return bound
+    agones = (target.agones or AgonesFleetTarget()).max_recommendation_age if target.is_agones_fleet else None
+    return staleness.served_within(spec.interval, agones)
 
 
 def _ready_condition(
@@ -150,10 +148,12 @@ class ScalerReconciler:
         scaled_objects: ScaledObjectConsumers | None,
         staleness: StalenessBound,
         replicas: WatchedReplicas | None = None,
+        vouch: Callable[[Key], LeaseVouch | None] = lambda key: None,
     ) -> None:
         """Without ``scaled_objects`` (tests, benchmarks) no ``Consumed`` condition is written;
         ``staleness``: the bound KEDA is served under (a status is held only within it); ``replicas``:
-        targets' counts known from watches (None: every evaluation reads the scale subresource)."""
+        targets' counts known from watches (None: every evaluation reads the scale subresource);
+        ``vouch``: what the scaler's Lease vouches for (None: no Lease, or nothing published yet)."""
         self._store = store
         self._specs = specs
         self._backends = backends
@@ -167,6 +167,7 @@ class ScalerReconciler:
         self._scaled_objects = scaled_objects
         self._started = time.monotonic()
         self._staleness = staleness
+        self._vouch = vouch
         self.writes = 0  # status writes attempted (an evaluation whose status was held makes none)
 
     async def reconcile(self, entry: ScalerEntry) -> float:
@@ -243,8 +244,7 @@ class ScalerReconciler:
             log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
-            written = base.last_forecast.generated_at if base.last_forecast else None
-            served_at = entry.written.generated_at if base is status else written
+            served_at = base.last_forecast.generated_at if base.last_forecast else None
             return self._status_patch(
                 base, served_at, generation, current, recommendation, failure, shadow, interval, now, conditions
             )
@@ -252,10 +252,14 @@ class ScalerReconciler:
         fields = patch_of(status)
         if recommendation is not None:
             evaluated = merge_patch(entry.status_json(), fields)
-            bound = served_within(spec, self._staleness)
-            if not write_due(entry.written, evaluated, interval, bound, now, entry.holding):
-                entry.hold(evaluated)
+            bound, vouch = served_within(spec, self._staleness), self._vouch((namespace, name))
+            if not write_due(entry.written, evaluated, interval, bound, now, entry.vouched, vouch):
+                entry.hold(evaluated, now)
                 return interval.total_seconds()
+        elif entry.holding:
+            # A failure writes the held evaluation with it: its recommendation is the one served, and
+            # judged fresh or stale, from now on, and nothing it held is lost.
+            fields = {**replacing(entry.status_json()), **fields}
         updated = await self._writer.write(obj, status, lambda base: fields if base is status else patch_of(base))
         self.writes += 1
         if updated is not None:
@@ -294,9 +298,8 @@ class ScalerReconciler:
         now: datetime,
         conditions: list[ConditionUpdate],
     ) -> JSON:
-        """The status fields to write over ``status``. ``served_at``: when the forecast of the
-        written status, the one served, was made. A failure writes no forecast, so after a held
-        evaluation the written recommendation (the same count) stays the one served and judged."""
+        """The status fields to write over ``status``. ``served_at``: when the forecast of ``status``,
+        the one served after a failure, was made (a failure writes no forecast of its own)."""
         fields: JSON = {"observedGeneration": generation}
         if current is not None:
             fields["currentReplicas"] = current

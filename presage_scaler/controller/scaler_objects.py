@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -13,7 +14,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import API_VERSION, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, Resource
-from presage_scaler.controller.status_cadence import WrittenStatus, forecast_time
+from presage_scaler.controller.status_cadence import WrittenStatus, degraded, forecast_time
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.serving.store import StoredRecommendation, TargetRef
 
@@ -59,12 +60,16 @@ class ScalerEntry:
         "generation",
         "obj",
         "scheduled_generation",
+        "vouched",
     )
 
     def __init__(self, obj: JSON, generation: int) -> None:
         self.generation = generation
         self.scheduled_generation: int | None = None  # generation the last evaluation started from
         self._held = False
+        self.vouched: datetime | None = None
+        """When the latest held evaluation started: the written status's visible outcome was confirmed
+        then (None when none was held since the status was written)."""
         self.keep(obj)
 
     def keep(self, obj: JSON) -> None:
@@ -77,6 +82,7 @@ class ScalerEntry:
         if self._held and hash(status_json) == self._written_hash:
             return  # the status the held one was computed on: keep the held one
         self._held = False
+        self.vouched = None
         self._status_json = status_json
         self._written_hash = hash(status_json)
         self._written: WrittenStatus | None = None  # read when first needed: only the scaler's evaluator does
@@ -87,12 +93,18 @@ class ScalerEntry:
             self._held = False
             self.keep(written)
 
-    def hold(self, status: JSON) -> None:
-        """Keep ``status`` as this scaler's status without writing it (the written one stays
-        :attr:`written`)."""
+    def hold(self, status: JSON, evaluated: datetime) -> None:
+        """Keep ``status``, from the evaluation started at ``evaluated``, as this scaler's status without
+        writing it (the written one stays :attr:`written`, its visible outcome confirmed then)."""
         self._written = self.written
         self._status_json = json.dumps(status, separators=(",", ":")).encode()
         self._held = True
+        self.vouched = evaluated
+
+    def confirmed(self) -> datetime | None:
+        """When the written status's visible outcome was last confirmed: by a held evaluation, or by
+        the evaluation that wrote it."""
+        return self.vouched or self.written.generated_at
 
     @property
     def written(self) -> WrittenStatus:
@@ -215,6 +227,7 @@ def stored_recommendation(obj: JSON, specs: SpecCache) -> StoredRecommendation |
         min_replicas=spec.policy.min_replicas,
         max_replicas=spec.policy.max_replicas,
         agones_max_age=target.agones.max_recommendation_age if target.agones and target.is_agones_fleet else None,
+        degraded=degraded(status),
     )
 
 

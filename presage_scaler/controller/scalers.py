@@ -20,13 +20,15 @@ from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.backends import BackendController
 from presage_scaler.controller.conditions import ScaledObjectConsumers
-from presage_scaler.controller.reconcile import ScalerReconciler
+from presage_scaler.controller.reconcile import ScalerReconciler, served_within
 from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.schedule import Scheduler
+from presage_scaler.controller.status_cadence import LeaseVouch
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.freshness import FreshnessRecord
 from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 
@@ -56,17 +58,20 @@ class ScalerController:
         scaled_objects: ScaledObjectConsumers | None = None,
         staleness: StalenessBound | None = None,
         replicas: WatchedReplicas | None = None,
+        vouch: Callable[[Key], LeaseVouch | None] = lambda key: None,
     ) -> None:
         """``leading``: whether this replica evaluates at all; ``owns``: whether it evaluates that
         scaler (sharded: whether it owns its shard). Without ``scaled_objects`` (tests, benchmarks)
         no ``Consumed`` condition is written; without ``replicas`` every evaluation reads its
-        target's scale subresource."""
+        target's scale subresource; ``vouch``: what the scaler's Lease vouches for
+        (:meth:`lateness`, published), None where there is no Lease."""
         self._store = store
         self._events = events
         self._metrics = metrics
         self._clock = clock
         self._entries: dict[Key, ScalerEntry] = {}
         self._specs = SpecCache()
+        self._staleness = staleness or StalenessBound()
         self._scheduler: Scheduler[Key] = Scheduler(concurrency=concurrency, leading=leading, may_run=owns)
         self._reconciler = ScalerReconciler(
             client,
@@ -79,8 +84,9 @@ class ScalerController:
             StatusWriter(client, lambda key: leading() and owns(key)),
             clock=clock,
             scaled_objects=scaled_objects,
-            staleness=staleness or StalenessBound(),
+            staleness=self._staleness,
             replicas=replicas,
+            vouch=vouch,
         )
         self.evaluations = 0  # completed evaluations, for benchmarks and logs
 
@@ -139,6 +145,26 @@ class ScalerController:
                 self._scheduler.schedule(key, self._initial_delay(entry))
             else:
                 self._metrics.forget(*key)
+
+    def lateness(self, selects: Callable[[Key], bool], record: FreshnessRecord | None, now: datetime) -> float:
+        """The lateness to publish for the scalers ``selects`` picks (those of one Lease): over those
+        whose written status a Lease may vouch for, the largest time since its visible outcome was
+        confirmed, as a share of its bound (:mod:`~presage_scaler.serving.freshness`). ``record``: the
+        Lease's current record, whoever published it; what it vouched for is confirmed at least then."""
+        worst = 0.0
+        for key, entry in self._entries.items():
+            if not selects(key) or not entry.written.vouchable:
+                continue
+            try:
+                bound = served_within(entry.spec(self._specs), self._staleness).total_seconds()
+            except EvaluationError:
+                continue
+            confirmed = entry.confirmed()
+            assert confirmed is not None  # vouchable: the written status has a forecast time
+            if record is not None:
+                confirmed = max(confirmed, record.confirmed_at(bound))
+            worst = max(worst, (now - confirmed).total_seconds() / bound)
+        return worst
 
     def in_flight(self, selects: Callable[[Key], bool]) -> bool:
         """Whether an evaluation of a scaler ``selects`` picks is running."""

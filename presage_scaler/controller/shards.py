@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from presage_scaler.clients.kube.client import ApiError, Conflict, KubeClient, NotFound
+from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
 from presage_scaler.clients.kube.leader import LEASES, LeaderElector, micro_time
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,15 @@ def shard_of(namespace: str, name: str, shards: int) -> int:
     """The shard of the scaler ``namespace/name``: stable across processes (unlike ``hash()``)."""
     digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % shards
+
+
+def shard_lease_name(base: str, shard: int) -> str:
+    return f"{base}-shard-{shard}"
+
+
+def lease_of(base: str, shards: int, namespace: str, name: str) -> str:
+    """The Lease whose holder evaluates the scaler ``namespace/name``: ``base`` itself unsharded."""
+    return base if shards == 1 else shard_lease_name(base, shard_of(namespace, name, shards))
 
 
 def member_lease_name(base: str, identity: str) -> str:
@@ -144,7 +153,8 @@ class ShardElection:
 
     ``on_change(shard, owned)`` is called when this replica starts or stops owning a shard;
     ``busy(shard)`` says whether an evaluation of the shard is still in flight (a shard handed back
-    is released only once none is).
+    is released only once none is); ``annotate(shard)`` and ``observe`` as for each shard's
+    :class:`~presage_scaler.clients.kube.leader.LeaderElector`.
     """
 
     def __init__(
@@ -160,6 +170,8 @@ class ShardElection:
         retry_period: float,
         on_change: Callable[[int, bool], None],
         busy: Callable[[int], bool],
+        annotate: Callable[[int], dict[str, str]] | None = None,
+        observe: Callable[[JSON], None] | None = None,
     ) -> None:
         if shards < 2:
             raise ValueError("sharding needs at least 2 shards; one shard is plain leader election")
@@ -176,13 +188,15 @@ class ShardElection:
             LeaderElector(
                 client,
                 namespace,
-                f"{base}-shard-{shard}",
+                shard_lease_name(base, shard),
                 identity,
                 lease_duration=lease_duration,
                 renew_deadline=renew_deadline,
                 retry_period=retry_period,
                 on_change=lambda leading, shard=shard: self._changed(shard, leading),
                 may_acquire=self._below_share,
+                annotate=None if annotate is None else lambda shard=shard: annotate(shard),
+                observe=observe,
             )
             for shard in range(shards)
         ]

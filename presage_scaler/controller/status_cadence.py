@@ -3,16 +3,23 @@
 A status write costs the API server about 6.5 ms of CPU whatever it carries (docs/controller.md),
 more than the evaluation itself, and most evaluations change nothing anyone acts on: the same
 recommendation, the same current count, the same conditions, only a newer forecast. So a status
-is written at once when something visible changed (:func:`visible_key`), and otherwise held and
-written by the next evaluation, so that the written status is never more than one evaluation
-behind. What is held (the shadow ledger's newest prediction, recorded forecasts, the newer
-forecast figures) is the next evaluation's starting point, exactly as if it had been written.
+is written at once when something visible changed (:func:`visible_key`), and otherwise held: what
+is held (the shadow ledger's newest prediction, recorded forecasts, the newer forecast figures) is
+the next evaluation's starting point, exactly as if it had been written.
 
-The served recommendation stays fresh: a status is held only while the one written will still be
-within the bound KEDA and Agones are served under when the next evaluation writes it. When that
-is, is read from the spacing observed, not the nominal interval: a controller that cannot keep up
-(which needs the saving most) evaluates each scaler less often than its interval, and the next
-evaluation is expected as late as this one, with half again to spare.
+The served recommendation stays fresh, by one of two rules:
+
+* By its own age: a status is held only while the one written will still be within the bound KEDA
+  and Agones are served under when the next evaluation writes it, and at most one in a row. When
+  that is, is read from the spacing observed, not the nominal interval: a controller that cannot
+  keep up (which needs the saving most) evaluates each scaler less often than its interval, and
+  the next evaluation is expected as late as this one, with half again to spare.
+* By its Lease: the evaluating replica publishes in the Lease it renews how late its scalers'
+  confirmations are (:mod:`~presage_scaler.serving.freshness`), and every replica serves a held
+  scaler's written recommendation as confirmed then. A status is then held while that lateness,
+  and this scaler's own spacing, with half again to spare and the time a record takes to reach
+  the other replicas, stay within the bound; and at most :data:`HELD_AT_MOST` after the written
+  status's forecast, which bounds what a restart loses.
 """
 
 from __future__ import annotations
@@ -22,7 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from presage_scaler.api.reasons import Reason
+from presage_scaler.api.types import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON
+
+HELD_AT_MOST = timedelta(minutes=10)
+"""A status confirmed by its Lease is still written this long after its forecast: what a replica's
+restart loses (held shadow predictions, a TimesFM backend's recorded forecast, which is taken at most
+every 10 minutes) is at most this much."""
 
 SPACING_SPARE = 1.5
 """The next evaluation is expected within this many times the spacing observed (the written
@@ -84,17 +97,47 @@ def visible_key(status: JSON) -> str:
     return json.dumps(key, default=str, separators=(",", ":"))
 
 
+def degraded(status: JSON) -> bool:
+    """Whether a status as JSON shows its Degraded condition True."""
+    conditions = status.get("conditions")
+    return any(
+        isinstance(c, dict) and c.get("type") == "Degraded" and c.get("status") == "True"
+        for c in (conditions if isinstance(conditions, list) else ())
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WrittenStatus:
     """What the written status shows: the hash of its :func:`visible_key` (kept for every scaler, so
-    kept small) and when its forecast was made."""
+    kept small), when its forecast was made, and whether a Lease may vouch for it: it has a
+    recommendation and is not Degraded (:mod:`~presage_scaler.serving.freshness`)."""
 
     key: int
     generated_at: datetime | None
+    vouchable: bool
 
     @classmethod
     def of(cls, status: JSON) -> WrittenStatus:
-        return cls(hash(visible_key(status)), forecast_time(status))
+        generated = forecast_time(status)
+        vouchable = generated is not None and isinstance(status.get("recommendedReplicas"), int)
+        return cls(hash(visible_key(status)), generated, vouchable and not degraded(status))
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseVouch:
+    """What the scaler's Lease vouches for now: the lateness last published (a share of each
+    scaler's bound) and how long a record may take to reach the replicas that serve."""
+
+    lateness: float
+    lag: timedelta
+
+
+def replacing(status: JSON) -> JSON:
+    """A merge patch that turns the written status into ``status``, a held one computed over it: its
+    fields, and null for each status field it lacks (a held status holds every key of the status it
+    was merged over, nested ones included, so only a top-level field it cleared is missing)."""
+    cleared = {field.alias or name: None for name, field in PredictiveScalerStatus.model_fields.items()}
+    return {**cleared, **status}
 
 
 def forecast_time(status: JSON) -> datetime | None:
@@ -114,16 +157,23 @@ def write_due(
     interval: timedelta,
     served_within: timedelta,
     now: datetime,
-    holding: bool,
+    confirmed: datetime | None,
+    vouch: LeaseVouch | None = None,
 ) -> bool:
     """Whether ``status`` (a successful evaluation's, at ``now``) must be written now rather than held.
 
     ``served_within``: the age past which the written recommendation is refused (KEDA's staleness
-    bound, or an Agones fleet's maximum recommendation age if shorter). ``holding``: the previous
-    evaluation's status was held; at most one is held in a row, so the written status is at most
-    one evaluation behind and its age is the spacing between evaluations.
+    bound, or an Agones fleet's maximum recommendation age if shorter). ``confirmed``: when the
+    previous evaluation held its status (None when it wrote). ``vouch``: what the scaler's Lease
+    vouches for, None without one.
     """
-    if holding or written.generated_at is None or written.key != hash(visible_key(status)):
+    if written.generated_at is None or written.key != hash(visible_key(status)):
         return True
     age = now - written.generated_at
-    return age + max(interval, age) * SPACING_SPARE > served_within
+    if confirmed is None and age + max(interval, age) * SPACING_SPARE <= served_within:
+        return False  # by its own age: the written status is one evaluation behind at most
+    if vouch is None or not written.vouchable or age >= HELD_AT_MOST:
+        return True
+    spacing = now - (confirmed or written.generated_at)
+    expected = max(served_within * vouch.lateness, interval, spacing) * SPACING_SPARE + vouch.lag
+    return expected > served_within

@@ -152,8 +152,9 @@ def recommendation_for(store: RecommendationStore, request: FleetAutoscaleReques
     return matches[0]
 
 
-def replicas_for(rec: StoredRecommendation, now: datetime) -> int:
-    """The replica count to answer with: fresh, Enforce, within min/max; a WebhookError otherwise."""
+def replicas_for(rec: StoredRecommendation, age: timedelta) -> int:
+    """The replica count to answer with: fresh (``age``: since it was last confirmed), Enforce,
+    within min/max; a WebhookError otherwise."""
     if rec.mode != "Enforce":
         raise WebhookError(
             409,
@@ -162,12 +163,11 @@ def replicas_for(rec: StoredRecommendation, now: datetime) -> int:
             "the FleetAutoscaler's chain decides. Set spec.mode: Enforce to let presage scale this Fleet",
         )
     max_age = rec.agones_max_age or DEFAULT_MAX_AGE
-    age = rec.age(now)
     if age > max_age:
         raise WebhookError(
             503,
             "StaleRecommendation",
-            f"recommendation for PredictiveScaler {rec.namespace}/{rec.name} is stale: generated "
+            f"recommendation for PredictiveScaler {rec.namespace}/{rec.name} is stale: confirmed "
             f"{age.total_seconds():.0f}s ago, maxRecommendationAge is {max_age.total_seconds():.0f}s; check the "
             "presage controller and its data source",
         )
@@ -177,5 +177,6 @@ def replicas_for(rec: StoredRecommendation, now: datetime) -> int:
 def answer(store: RecommendationStore, body: bytes, now: datetime) -> dict[str, Any]:
     """The FleetAutoscaleReview to send back for a request body; raises :class:`WebhookError`."""
     request = parse_review(body)
-    replicas = replicas_for(recommendation_for(store, request), now)
+    rec = recommendation_for(store, request)
+    replicas = replicas_for(rec, store.age(rec, now))
     return {"response": {"uid": request.uid, "scale": True, "replicas": replicas}}

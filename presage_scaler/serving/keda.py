@@ -94,6 +94,12 @@ class StalenessBound:
     def max_age(self, interval: timedelta) -> timedelta:
         return max(interval * self.factor, self.floor)
 
+    def served_within(self, interval: timedelta, agones_max_age: timedelta | None) -> timedelta:
+        """The age past which a recommendation is refused anywhere: this bound, or an Agones Fleet's
+        maximum recommendation age where that is shorter."""
+        bound = self.max_age(interval)
+        return bound if agones_max_age is None else min(bound, agones_max_age)
+
 
 class ScalerError(Exception):
     """A refusal with the gRPC status KEDA should see and a message that says what to fix."""
@@ -193,12 +199,12 @@ class PresageScaler:
                 f"no PredictiveScaler {echoed(name)} with a recommendation in namespace {echoed(namespace)}: it must "
                 "exist in the ScaledObject's namespace and have been evaluated at least once",
             )
-        age = rec.age(self.clock())
+        age = self.store.age(rec, self.clock())
         max_age = self.staleness.max_age(rec.interval)
         if age > max_age:
             raise ScalerError(
                 grpc.StatusCode.UNAVAILABLE,
-                f"recommendation for PredictiveScaler {echoed(f'{namespace}/{name}')} is stale: generated "
+                f"recommendation for PredictiveScaler {echoed(f'{namespace}/{name}')} is stale: confirmed "
                 f"{age.total_seconds():.0f}s ago, bound is {max_age.total_seconds():.0f}s; check the presage "
                 "controller and its data source",
             )

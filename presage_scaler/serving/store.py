@@ -8,7 +8,7 @@ KEDA and Agones poll often and on a tight budget, so an answer is a dictionary l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,9 +39,7 @@ class StoredRecommendation:
     min_replicas: int
     max_replicas: int
     agones_max_age: timedelta | None = None
-
-    def age(self, now: datetime) -> timedelta:
-        return now - self.generated_at
+    degraded: bool = False  # the status's Degraded condition is True: nothing vouches for it but itself
 
 
 class RecommendationStore:
@@ -56,6 +54,13 @@ class RecommendationStore:
         self._by_namespace: dict[str, dict[str, StoredRecommendation]] = {}
         self._version = 0
         self._changed = asyncio.Condition()
+        self.confirmed_at: Callable[[StoredRecommendation], datetime] = lambda rec: rec.generated_at
+        """When a recommendation was last confirmed: its forecast time, or later where the evaluating
+        replica's Lease vouches for it (:mod:`~presage_scaler.serving.freshness`)."""
+
+    def age(self, rec: StoredRecommendation, now: datetime) -> timedelta:
+        """How old ``rec`` is as served: the time since it was last confirmed."""
+        return now - self.confirmed_at(rec)
 
     def get(self, namespace: str, name: str) -> StoredRecommendation | None:
         return self._by_namespace.get(namespace, {}).get(name)

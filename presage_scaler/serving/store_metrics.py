@@ -40,7 +40,7 @@ class StoreCollector(Collector):
         info = InfoMetricFamily("presage_scaler", "The PredictiveScaler's mode and target.", labels=SCALER)
         if now is not None:
             for rec in self.store.items():
-                age.add_metric([rec.namespace, rec.name], rec.age(now).total_seconds())
+                age.add_metric([rec.namespace, rec.name], self.store.age(rec, now).total_seconds())
                 info.add_metric(
                     [rec.namespace, rec.name],
                     {"mode": rec.mode, "target_kind": rec.target.kind, "target_name": rec.target.name},

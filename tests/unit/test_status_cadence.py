@@ -10,11 +10,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.controller.scaler_objects import ScalerEntry
-from presage_scaler.controller.status_cadence import WrittenStatus, merge_patch, visible_key, write_due
+from presage_scaler.controller.status_cadence import (
+    HELD_AT_MOST,
+    LeaseVouch,
+    WrittenStatus,
+    merge_patch,
+    replacing,
+    visible_key,
+    write_due,
+)
 
 WRITTEN_AT = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 KEDA_BOUND = 3 * MINUTE  # the default staleness bound at a 1m interval
+HELD = WRITTEN_AT + timedelta(seconds=30)  # when the previous evaluation held its status, where one did
 
 
 def status(at: datetime = WRITTEN_AT, **changes: object) -> dict:
@@ -39,13 +48,13 @@ def test_a_newer_forecast_alone_is_held_one_evaluation_then_written():
     one_later = status(WRITTEN_AT + MINUTE, shadow={"predictions": [{"replicas": 5}]})
     one_later["lastForecast"]["point"] = "44"
     one_later["conditions"][1]["message"] = "forecast 44 at a later time"
-    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, holding=False)
+    assert not write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, confirmed=None)
     # Late by a few seconds still holds where the next evaluation, as late again, is still served.
     late = WRITTEN_AT + MINUTE + timedelta(seconds=20)
-    assert not write_due(written, one_later, MINUTE, timedelta(seconds=200), late, holding=False)
+    assert not write_due(written, one_later, MINUTE, timedelta(seconds=200), late, confirmed=None)
     # The second evaluation after the write writes, whenever it runs.
-    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, holding=True)
-    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + 2 * MINUTE, holding=False)
+    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + MINUTE, confirmed=HELD)
+    assert write_due(written, one_later, MINUTE, KEDA_BOUND, WRITTEN_AT + 2 * MINUTE, confirmed=None)
 
 
 def test_a_controller_that_cannot_keep_up_holds_by_the_spacing_it_observes():
@@ -54,11 +63,11 @@ def test_a_controller_that_cannot_keep_up_holds_by_the_spacing_it_observes():
     second = timedelta(seconds=1)
     written = WrittenStatus.of(status())
     at = WRITTEN_AT + 20 * second
-    assert not write_due(written, status(at), second, timedelta(minutes=2), at, holding=False)
-    assert write_due(written, status(at), second, 49 * second, at, holding=False)
-    assert not write_due(written, status(at), second, 50 * second, at, holding=False)
+    assert not write_due(written, status(at), second, timedelta(minutes=2), at, confirmed=None)
+    assert write_due(written, status(at), second, 49 * second, at, confirmed=None)
+    assert not write_due(written, status(at), second, 50 * second, at, confirmed=None)
     # A status 20 s behind is served until the next write: held once, written by the next evaluation.
-    assert write_due(written, status(at), second, timedelta(minutes=2), at, holding=True)
+    assert write_due(written, status(at), second, timedelta(minutes=2), at, confirmed=HELD)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +86,7 @@ def test_a_controller_that_cannot_keep_up_holds_by_the_spacing_it_observes():
 def test_a_visible_change_is_written_at_once(change):
     written = WrittenStatus.of(status())
     later = WRITTEN_AT + MINUTE
-    assert write_due(written, status(later, **change), MINUTE, KEDA_BOUND, later, holding=False)
+    assert write_due(written, status(later, **change), MINUTE, KEDA_BOUND, later, confirmed=None)
 
 
 def test_a_moving_last_scale_time_alone_is_held():
@@ -85,7 +94,7 @@ def test_a_moving_last_scale_time_alone_is_held():
     written = WrittenStatus.of(status(lastScaleTime=WRITTEN_AT.isoformat()))
     later = WRITTEN_AT + MINUTE
     moved = status(later, lastScaleTime=later.isoformat())
-    assert not write_due(written, moved, MINUTE, KEDA_BOUND, later, holding=False)
+    assert not write_due(written, moved, MINUTE, KEDA_BOUND, later, confirmed=None)
 
 
 def test_condition_changes_are_written_at_once_but_not_a_successful_ready_restating_its_figures():
@@ -93,16 +102,16 @@ def test_condition_changes_are_written_at_once_but_not_a_successful_ready_restat
     later = WRITTEN_AT + MINUTE
     flipped = status(later)
     flipped["conditions"][0] = {"type": "Degraded", "status": "True", "reason": "QueryFailed", "message": "refused"}
-    assert write_due(written, flipped, MINUTE, KEDA_BOUND, later, holding=False)
+    assert write_due(written, flipped, MINUTE, KEDA_BOUND, later, confirmed=None)
     reworded = status(later)
     reworded["conditions"][0]["message"] = "another message"
-    assert write_due(written, reworded, MINUTE, KEDA_BOUND, later, holding=False)
+    assert write_due(written, reworded, MINUTE, KEDA_BOUND, later, confirmed=None)
     added = status(later)
     added["conditions"].append({"type": "Consumed", "status": "True", "reason": "ConsumedByScaledObject"})
-    assert write_due(written, added, MINUTE, KEDA_BOUND, later, holding=False)
+    assert write_due(written, added, MINUTE, KEDA_BOUND, later, confirmed=None)
     restated = status(later)
     restated["conditions"][1]["message"] = "recommended 5 replicas: forecast 43.9"
-    assert not write_due(written, restated, MINUTE, KEDA_BOUND, later, holding=False)
+    assert not write_due(written, restated, MINUTE, KEDA_BOUND, later, confirmed=None)
 
 
 def test_nothing_is_held_that_would_be_served_past_its_bound():
@@ -110,16 +119,16 @@ def test_nothing_is_held_that_would_be_served_past_its_bound():
     later = WRITTEN_AT + MINUTE
     # Written a minute ago, next written a minute from now: 2 minutes old at most. An Agones fleet
     # refusing at 2m, or a staleness bound of 2 intervals, leaves no half interval to spare.
-    assert write_due(written, status(later), MINUTE, 2 * MINUTE, later, holding=False)
-    assert write_due(written, status(later), MINUTE, timedelta(seconds=149), later, holding=False)
-    assert not write_due(written, status(later), MINUTE, timedelta(seconds=150), later, holding=False)
+    assert write_due(written, status(later), MINUTE, 2 * MINUTE, later, confirmed=None)
+    assert write_due(written, status(later), MINUTE, timedelta(seconds=149), later, confirmed=None)
+    assert not write_due(written, status(later), MINUTE, timedelta(seconds=150), later, confirmed=None)
 
 
 def test_a_written_status_without_a_forecast_time_is_always_rewritten():
     bare = status()
     del bare["lastForecast"]
     later = WRITTEN_AT + MINUTE
-    assert write_due(WrittenStatus.of(bare), status(later), MINUTE, KEDA_BOUND, later, holding=False)
+    assert write_due(WrittenStatus.of(bare), status(later), MINUTE, KEDA_BOUND, later, confirmed=None)
     unreadable = status()
     unreadable["lastForecast"]["generatedAt"] = "yesterday"
     assert WrittenStatus.of(unreadable).generated_at is None
@@ -164,7 +173,7 @@ def test_an_entry_reads_its_held_status_until_another_status_is_written():
     entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
     held = status(WRITTEN_AT + MINUTE)
     held["lastForecast"]["point"] = "44"
-    entry.hold(held)
+    entry.hold(held, WRITTEN_AT + MINUTE)
     assert entry.holding and entry.status_json() == held
     assert entry.written == WrittenStatus.of(status())  # what KEDA is served is still the written one
     # A spec edit (the status unchanged on the server) keeps the held status.
@@ -181,8 +190,89 @@ def test_an_entry_reads_its_held_status_until_another_status_is_written():
 
 def test_a_write_replaces_the_held_status():
     entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
-    entry.hold(status(WRITTEN_AT + MINUTE))
+    entry.hold(status(WRITTEN_AT + MINUTE), WRITTEN_AT + MINUTE)
     after = status(WRITTEN_AT + 2 * MINUTE)
     entry.accept(_scaler("8", after))
     assert not entry.holding and entry.status_json() == after
     assert entry.written.generated_at == WRITTEN_AT + 2 * MINUTE
+
+
+# -- held by what the Lease vouches for (serving.freshness)
+
+STEADY = LeaseVouch(lateness=0.4, lag=timedelta(seconds=12))  # every scaler confirmed within 72 s
+
+
+def test_a_lease_that_vouches_lets_statuses_be_held_many_evaluations_in_a_row():
+    written = WrittenStatus.of(status())
+    for n in range(2, 10):
+        now = WRITTEN_AT + n * MINUTE
+        previous = WRITTEN_AT + (n - 1) * MINUTE  # the previous evaluation held too
+        assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, STEADY)
+        assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous)  # no Lease: written
+
+
+def test_a_status_vouched_for_is_still_written_every_ten_minutes_and_on_any_visible_change():
+    written = WrittenStatus.of(status())
+    now, previous = WRITTEN_AT + HELD_AT_MOST, WRITTEN_AT + HELD_AT_MOST - MINUTE
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, STEADY)
+    assert not write_due(written, status(now - MINUTE), MINUTE, KEDA_BOUND, now - MINUTE, previous - MINUTE, STEADY)
+    changed = status(now - MINUTE, recommendedReplicas=6)
+    assert write_due(written, changed, MINUTE, KEDA_BOUND, now - MINUTE, previous - MINUTE, STEADY)
+
+
+def test_a_late_lease_or_a_late_scaler_makes_the_status_written():
+    """Held only while the latest confirmation of every scaler of the Lease, and this scaler's own
+    spacing, with half again and the record's lag, stay within the bound."""
+    written = WrittenStatus.of(status())
+    now = WRITTEN_AT + 3 * MINUTE
+    lag = timedelta(seconds=12)
+    # 0.61 × 180 s = 110 s; × 1.5 + 12 s = 177 s: held. 0.63: 182 s, written.
+    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.61, lag))
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.63, lag))
+    # This scaler itself last confirmed 110 s ago (its evaluations are that far apart): held; 115 s: written.
+    now_late = now + timedelta(seconds=50)
+    assert not write_due(written, status(now_late), MINUTE, KEDA_BOUND, now_late, now - MINUTE, STEADY)
+    assert write_due(
+        written, status(now_late), MINUTE, KEDA_BOUND, now_late + timedelta(seconds=5), now - MINUTE, STEADY
+    )
+
+
+def test_a_degraded_written_status_is_not_held_by_the_lease():
+    """Degraded statuses are vouched for by nothing but themselves, so holding one would let its
+    recommendation go stale unseen; one without a recommendation likewise."""
+    broken = status()
+    broken["conditions"][0] = {"type": "Degraded", "status": "True", "reason": "QueryFailed", "message": "x"}
+    now = WRITTEN_AT + 2 * MINUTE
+    assert not WrittenStatus.of(broken).vouchable
+    assert write_due(WrittenStatus.of(broken), broken, MINUTE, KEDA_BOUND, now, now - MINUTE, STEADY)
+    bare = status()
+    del bare["recommendedReplicas"]
+    assert not WrittenStatus.of(bare).vouchable
+    assert WrittenStatus.of(status()).vouchable
+
+
+def test_replacing_turns_the_written_status_into_the_held_one():
+    """A failure after held evaluations writes the held status with it: the merge patch must give
+    exactly the held status, cleared fields included."""
+    written = status(scaleDownCandidateSince=WRITTEN_AT.isoformat(), calibration={"requests": {"forecasts": []}})
+    success = {
+        "lastForecast": {"generatedAt": (WRITTEN_AT + MINUTE).isoformat(), "point": "44"},
+        "scaleDownCandidateSince": None,
+        "calibration": None,
+        "shadow": {"predictions": [{"replicas": 5}]},
+    }
+    held = merge_patch(written, success)
+    assert "scaleDownCandidateSince" not in held and held["lastForecast"]["backend"] == "default"
+    assert merge_patch(written, replacing(held)) == held
+
+
+def test_an_entry_knows_when_its_written_outcome_was_last_confirmed():
+    entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
+    assert entry.vouched is None and entry.confirmed() == WRITTEN_AT
+    entry.hold(status(WRITTEN_AT + MINUTE), WRITTEN_AT + MINUTE)
+    entry.hold(status(WRITTEN_AT + 2 * MINUTE), WRITTEN_AT + 2 * MINUTE)
+    assert entry.confirmed() == WRITTEN_AT + 2 * MINUTE
+    assert entry.written.generated_at == WRITTEN_AT
+    # Once another status is written, that one's forecast time is what was confirmed.
+    entry.accept(_scaler("8", status(WRITTEN_AT + 3 * MINUTE)))
+    assert entry.vouched is None and entry.confirmed() == WRITTEN_AT + 3 * MINUTE

@@ -44,9 +44,13 @@ class LeaderElector:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_change: Callable[[bool], None] | None = None,
         may_acquire: Callable[[], bool] = lambda: True,
+        annotate: Callable[[], dict[str, str]] | None = None,
+        observe: Callable[[JSON], None] | None = None,
     ) -> None:
         """``may_acquire``: asked before taking the Lease from no one or from an expired holder (never
-        before renewing it); a sharded replica above its fair share says no."""
+        before renewing it); a sharded replica above its fair share says no. ``annotate``: annotations
+        to set on the Lease at every acquisition and renewal (what the holder publishes);
+        ``observe``: called with the Lease at every read, and with what this replica wrote."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
         self._client = client
@@ -59,6 +63,8 @@ class LeaderElector:
         self._clock = clock
         self._on_change = on_change
         self._may_acquire = may_acquire
+        self._annotate = annotate
+        self._observe = observe
         self._step_down = False
         self._is_leader = False
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
@@ -122,6 +128,15 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
+    def _annotated(self, meta: JSON) -> JSON:
+        if self._annotate is not None:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **self._annotate()}
+        return meta
+
+    def _seen(self, lease: JSON) -> None:
+        if self._observe is not None:
+            self._observe(lease)
+
     async def _try_acquire_or_renew(self) -> bool:
         try:
             lease = await self._client.get(LEASES, self.namespace, self.name)
@@ -131,16 +146,17 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": self._annotated({"name": self.name, "namespace": self.namespace}),
                 "spec": self._spec(micro_time(self._clock()), 0),
             }
             try:
-                await self._client.create(LEASES, self.namespace, body)
+                self._seen(await self._client.create(LEASES, self.namespace, body))
             except Conflict:
                 return False
             self._observed = (self.identity, body["spec"]["renewTime"])
             self._observed_at = time.monotonic()
             return True
+        self._seen(lease)
         spec = lease.get("spec", {})
         holder = spec.get("holderIdentity") or ""
         record = (holder, spec.get("renewTime") or "")
@@ -158,10 +174,12 @@ class LeaderElector:
         else:
             acquire_time, transitions = micro_time(self._clock()), transitions + 1
         lease["spec"] = self._spec(acquire_time, transitions)
+        self._annotated(lease.setdefault("metadata", {}))
         try:
             updated = await self._client.replace(LEASES, self.namespace, self.name, lease)
         except Conflict:
             return False
+        self._seen(updated)
         self._observed = (self.identity, updated["spec"]["renewTime"])
         self._observed_at = time.monotonic()
         return True
