@@ -9,17 +9,19 @@ between a scaler's evaluations, over a window of whole intervals (a saturated ru
 statuses at 10,000 scalers: each is evaluated less often than KEDA's bound allows, so the
 saturated figure understates a controller that keeps up). Each evaluation is the production path:
 the Deployment's replica count (from the watch once it has listed, a scale subresource GET
-before), Prometheus range query, forecast, policy, status PATCH (held for the next evaluation when
-nothing visible changed; events when the recommendation changes).
+before), Prometheus range query, forecast, policy, status PATCH (held when nothing visible
+changed, the controller leading its Lease as in production, so that the Lease vouches for held
+statuses; events when the recommendation changes).
 
 Baseline in the same run: the same evaluations with no Kubernetes edges (``evaluate()`` against the
 same Prometheus, same concurrency), so the ratio shows what the API server round trips cost. It is
 measured before, between and after the controller runs, and each run is compared with the mean of
 the two beside it.
 
-Staleness: the oldest recommendation in the store KEDA and Agones are answered from, sampled every
-5 s over the window, against KEDA's staleness bound: a controller that falls behind must still not
-serve a stale one.
+Staleness: the oldest recommendation in the store KEDA and Agones are answered from (its age as
+served: since it was last confirmed, by its written status or by the Lease's freshness record),
+sampled every 5 s over the window, against KEDA's staleness bound: a controller that falls behind
+must still not serve a stale one.
 
 Memory: process RSS with the scalers cached and evaluating, minus RSS before any were created.
 
@@ -161,7 +163,7 @@ async def controller_rate(
         namespaces=(NAMESPACE,),
         grpc_port=0,
         http_port=0,
-        leader_elect=False,
+        lease_namespace=NAMESPACE,  # one replica, leader of its Lease, which vouches for held statuses
         concurrency=concurrency,
     )
     before = rss_mib()
@@ -190,7 +192,7 @@ async def oldest_served(store: RecommendationStore, seconds: float, every: float
     while (left := end - time.monotonic()) > 0:
         await asyncio.sleep(min(every, left))
         now = datetime.now(UTC)
-        oldest = max([oldest, *(item.age(now) for item in store.items())])
+        oldest = max([oldest, *(store.age(item, now) for item in store.items())])
     return oldest
 
 

@@ -136,7 +136,7 @@ async def test_unchanged_statuses_are_held_for_the_next_evaluation_and_changes_w
         evaluations, writes = app.scalers.evaluations, app.scalers.status_writes
         served_ages = []
         for _ in range(60):  # 30 s: six evaluations
-            served_ages.append(app.store.get(kube_namespace, "web").age(datetime.now(UTC)))
+            served_ages.append(app.store.age(app.store.get(kube_namespace, "web"), datetime.now(UTC)))
             await asyncio.sleep(0.5)
         evaluations, writes = app.scalers.evaluations - evaluations, app.scalers.status_writes - writes
         assert evaluations >= 5
