@@ -156,17 +156,17 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
         # Freshness records (serving.freshness): every replica reads them from the Leases it campaigns
         # for; the holder publishes one at every renewal, and holds statuses by what it published.
         freshness = LeaseFreshness(lambda *key: lease(key), options.shards, options.staleness)
-        published: dict[str, float] = {}  # Lease name -> the lateness this replica last published in it
+        published: dict[str, LeaseVouch] = {}  # Lease name -> what this replica last published in it
         lag = timedelta(seconds=options.renew_deadline + options.retry_period)
 
         def publish(name: str, selects: Callable[[Key], bool]) -> dict[str, str]:
             now = datetime.now(UTC)
-            lateness = published[name] = scalers.lateness(selects, freshness.record(name), now)
+            lateness = scalers.lateness(selects, freshness.record(name), now)
+            published[name] = LeaseVouch(lateness, lag, now)
             return {ANNOTATION: FreshnessRecord(now, lateness, options.shards).encode()}
 
         def vouch(key: Key) -> LeaseVouch | None:
-            lateness = published.get(lease(key))
-            return None if lateness is None else LeaseVouch(lateness, lag)
+            return published.get(lease(key))
 
         backends = BackendController(
             client, forecaster_http, probe_period=options.probe_period, leading=writes_backends

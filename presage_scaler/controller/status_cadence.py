@@ -126,10 +126,15 @@ class WrittenStatus:
 @dataclass(frozen=True, slots=True)
 class LeaseVouch:
     """What the scaler's Lease vouches for now: the lateness last published (a share of each
-    scaler's bound) and how long a record may take to reach the replicas that serve."""
+    scaler's bound), when, and how long a record may take to reach the replicas that serve."""
 
     lateness: float
     lag: timedelta
+    published_at: datetime
+
+    def confirmed_at(self, bound: timedelta) -> datetime:
+        """The earliest any scaler of the Lease with this bound was confirmed, by that record."""
+        return self.published_at - bound * self.lateness
 
 
 def replacing(status: JSON) -> JSON:
@@ -174,6 +179,6 @@ def write_due(
         return False  # by its own age: the written status is one evaluation behind at most
     if vouch is None or not written.vouchable or age >= HELD_AT_MOST:
         return True
-    spacing = now - (confirmed or written.generated_at)
+    spacing = now - max(confirmed or written.generated_at, vouch.confirmed_at(served_within))
     expected = max(served_within * vouch.lateness, interval, spacing) * SPACING_SPARE + vouch.lag
     return expected > served_within

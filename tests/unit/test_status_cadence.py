@@ -199,7 +199,13 @@ def test_a_write_replaces_the_held_status():
 
 # -- held by what the Lease vouches for (serving.freshness)
 
-STEADY = LeaseVouch(lateness=0.4, lag=timedelta(seconds=12))  # every scaler confirmed within 72 s
+LAG = timedelta(seconds=12)
+SECOND = timedelta(seconds=1)
+
+
+def steady(published_at: datetime) -> LeaseVouch:
+    """A record published then: every scaler of the Lease confirmed within 0.4 × 180 s = 72 s."""
+    return LeaseVouch(lateness=0.4, lag=LAG, published_at=published_at)
 
 
 def test_a_lease_that_vouches_lets_statuses_be_held_many_evaluations_in_a_row():
@@ -207,17 +213,18 @@ def test_a_lease_that_vouches_lets_statuses_be_held_many_evaluations_in_a_row():
     for n in range(2, 10):
         now = WRITTEN_AT + n * MINUTE
         previous = WRITTEN_AT + (n - 1) * MINUTE  # the previous evaluation held too
-        assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, STEADY)
+        assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, steady(now - 2 * SECOND))
         assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous)  # no Lease: written
 
 
 def test_a_status_vouched_for_is_still_written_every_ten_minutes_and_on_any_visible_change():
     written = WrittenStatus.of(status())
     now, previous = WRITTEN_AT + HELD_AT_MOST, WRITTEN_AT + HELD_AT_MOST - MINUTE
-    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, STEADY)
-    assert not write_due(written, status(now - MINUTE), MINUTE, KEDA_BOUND, now - MINUTE, previous - MINUTE, STEADY)
-    changed = status(now - MINUTE, recommendedReplicas=6)
-    assert write_due(written, changed, MINUTE, KEDA_BOUND, now - MINUTE, previous - MINUTE, STEADY)
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, previous, steady(now))
+    earlier = now - MINUTE
+    assert not write_due(written, status(earlier), MINUTE, KEDA_BOUND, earlier, previous - MINUTE, steady(earlier))
+    changed = status(earlier, recommendedReplicas=6)
+    assert write_due(written, changed, MINUTE, KEDA_BOUND, earlier, previous - MINUTE, steady(earlier))
 
 
 def test_a_late_lease_or_a_late_scaler_makes_the_status_written():
@@ -225,16 +232,25 @@ def test_a_late_lease_or_a_late_scaler_makes_the_status_written():
     spacing, with half again and the record's lag, stay within the bound."""
     written = WrittenStatus.of(status())
     now = WRITTEN_AT + 3 * MINUTE
-    lag = timedelta(seconds=12)
     # 0.61 × 180 s = 110 s; × 1.5 + 12 s = 177 s: held. 0.63: 182 s, written.
-    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.61, lag))
-    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.63, lag))
-    # This scaler itself last confirmed 110 s ago (its evaluations are that far apart): held; 115 s: written.
-    now_late = now + timedelta(seconds=50)
-    assert not write_due(written, status(now_late), MINUTE, KEDA_BOUND, now_late, now - MINUTE, STEADY)
-    assert write_due(
-        written, status(now_late), MINUTE, KEDA_BOUND, now_late + timedelta(seconds=5), now - MINUTE, STEADY
-    )
+    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.61, LAG, now))
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.63, LAG, now))
+    # This scaler itself last confirmed 110 s ago (its evaluations are that far apart), and the last
+    # record (a minute old) vouches for no more: held; 115 s: written.
+    record = steady(now - MINUTE)
+    late = now + 50 * SECOND
+    assert not write_due(written, status(late), MINUTE, KEDA_BOUND, late, now - MINUTE, record)
+    assert write_due(written, status(late), MINUTE, KEDA_BOUND, late + 5 * SECOND, now - MINUTE, record)
+
+
+def test_a_new_owner_holds_by_what_the_record_vouched_for():
+    """After a takeover, the written status is as old as the previous owner's last write (8 minutes,
+    say), but the record says it was confirmed since: the first evaluation holds."""
+    written = WrittenStatus.of(status())
+    now = WRITTEN_AT + 8 * MINUTE
+    inherited = LeaseVouch(lateness=0.45, lag=LAG, published_at=now)  # confirmed 81 s ago
+    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, None, inherited)
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, None, steady(now - 5 * MINUTE))
 
 
 def test_a_degraded_written_status_is_not_held_by_the_lease():
@@ -244,7 +260,7 @@ def test_a_degraded_written_status_is_not_held_by_the_lease():
     broken["conditions"][0] = {"type": "Degraded", "status": "True", "reason": "QueryFailed", "message": "x"}
     now = WRITTEN_AT + 2 * MINUTE
     assert not WrittenStatus.of(broken).vouchable
-    assert write_due(WrittenStatus.of(broken), broken, MINUTE, KEDA_BOUND, now, now - MINUTE, STEADY)
+    assert write_due(WrittenStatus.of(broken), broken, MINUTE, KEDA_BOUND, now, now - MINUTE, steady(now))
     bare = status()
     del bare["recommendedReplicas"]
     assert not WrittenStatus.of(bare).vouchable
