@@ -145,6 +145,9 @@ class ControllerRun:
     oldest_served: timedelta
     """The oldest recommendation in the store KEDA and Agones are answered from, sampled every few
     seconds over the window: how stale an answer could have been."""
+    start_delay: float
+    """Seconds an evaluation started after it was due, on average over the window: about 0 for a
+    controller that keeps up, growing for one that cannot."""
 
 
 async def controller_rate(
@@ -171,7 +174,7 @@ async def controller_rate(
         while app.scalers.evaluations < scalers:  # warm-up: every scaler evaluated once
             await asyncio.sleep(0.5)
         start_count, start, cpu = app.scalers.evaluations, time.perf_counter(), cpu_seconds()
-        start_writes = app.scalers.status_writes
+        start_writes, start_late = app.scalers.status_writes, app.scalers.started_late
         servers_before = {name: _cpu_of(pid) for name, pid in servers.items()}
         with CollectorClock() as collector:
             oldest = await oldest_served(app.store, seconds)
@@ -180,9 +183,19 @@ async def controller_rate(
         cpu_ms = (cpu_seconds() - cpu) * 1000 / done
         servers_ms = {name: (_cpu_of(pid) - servers_before[name]) * 1000 / done for name, pid in servers.items()}
         writes = (app.scalers.status_writes - start_writes) / done
+        started, late = (now - before for now, before in zip(app.scalers.started_late, start_late, strict=True))
+        delay = late / max(started, 1)
         memory = rss_mib() - before
     return ControllerRun(
-        rate, cpu_ms, memory, servers_ms, writes, collector.seconds * 1000 / done, tuple(collector.collections), oldest
+        rate,
+        cpu_ms,
+        memory,
+        servers_ms,
+        writes,
+        collector.seconds * 1000 / done,
+        tuple(collector.collections),
+        oldest,
+        delay,
     )
 
 
@@ -450,17 +463,30 @@ def main() -> None:
             f"one process's ({args.shards} x {one_cpu:.2f} ms / {many_cpu:.2f} ms per evaluation)"
         )
     if interval >= 60:
-        spacing = args.scalers / rate
+        # The rate over the window is what was due in it: right after a fresh install's first round
+        # (every status written, slower than an interval at 10,000) fewer fall due per second than
+        # in the steady state. How late the evaluations started says whether the controller keeps up.
+        spacing = interval + run.start_delay
         keeping = "keeping up" if spacing <= 1.05 * interval else "behind"
         print(
-            f"at a {args.interval} interval: each scaler evaluated every {spacing:.1f}s on average (the interval "
-            f"counts from the start of the previous evaluation), {keeping} with {args.scalers} scalers"
+            f"at a {args.interval} interval: evaluations started {run.start_delay:.2f}s after they were due on "
+            f"average (every status written: {every.start_delay:.2f}s), so each scaler was evaluated every "
+            f"{spacing:.1f}s (the interval counts from the start of the previous evaluation): {keeping} with "
+            f"{args.scalers} scalers; {args.scalers / rate:.1f}s from the rate over the window, which counts "
+            "what fell due in it"
         )
     target = 10_000 / 60
-    print(
-        f"target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
-        f"one process covers {rate * 60:.0f} scalers at a 1m interval"
-    )
+    if interval == 60:
+        met = args.scalers >= 10_000 and spacing <= 1.05 * interval
+        print(
+            f"target: 10,000 scalers at 1m on one process: {'met' if met else 'NOT met'} ({args.scalers} scalers, "
+            f"{'keeping up' if spacing <= 1.05 * interval else 'behind'})"
+        )
+    else:
+        print(
+            f"target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
+            f"one process covers {rate * 60:.0f} scalers at a 1m interval"
+        )
 
 
 if __name__ == "__main__":

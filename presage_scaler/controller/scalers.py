@@ -91,6 +91,12 @@ class ScalerController:
         self.evaluations = 0  # completed evaluations, for benchmarks and logs
 
     @property
+    def started_late(self) -> tuple[int, float]:
+        """Evaluations started, and the seconds they started after they were due, in all: a controller
+        that keeps up starts each when due, one that cannot later and later."""
+        return self._scheduler.started, self._scheduler.started_late
+
+    @property
     def status_writes(self) -> int:
         """Status writes attempted: fewer than evaluations, since most statuses are held for the next."""
         return self._reconciler.writes

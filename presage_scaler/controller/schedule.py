@@ -43,6 +43,8 @@ class Scheduler(Generic[K]):
         self._running: set[K] = set()
         self._sequence = itertools.count()
         self._wake = asyncio.Event()
+        self.started = 0  # runs started
+        self.started_late = 0.0  # seconds those runs started after they were due, in all
 
     def schedule(self, key: K, delay: float) -> None:
         """Run ``key`` in ``delay`` seconds, replacing when it was due before."""
@@ -86,10 +88,12 @@ class Scheduler(Generic[K]):
                     continue  # another replica's shard
                 self._running.add(key)
                 await self._semaphore.acquire()
-                group.create_task(self._run_one(key, work))
+                group.create_task(self._run_one(key, work, due))
 
-    async def _run_one(self, key: K, work: Work[K]) -> None:
+    async def _run_one(self, key: K, work: Work[K], due: float) -> None:
         started = time.monotonic()
+        self.started += 1
+        self.started_late += max(started - due, 0.0)
         try:
             delay = await work(key)
         finally:

@@ -211,3 +211,21 @@ async def test_long_runs_take_at_most_half_the_time_and_one_past_its_delay_waits
     for key, wait in (("slow", 0.3), ("late", 0.1)):
         for (_, end), (start, _) in itertools.pairwise(spans[key]):
             assert end + wait <= start < end + wait + 0.2, (key, spans[key])
+
+
+async def test_how_late_runs_start_is_counted():
+    """Three keys due at once and one slot: the second waits for the first's 0.2 s, the third for both."""
+    scheduler: Scheduler[str] = Scheduler(concurrency=1, leading=lambda: True)
+    done = asyncio.Event()
+
+    async def work(key: str) -> None:
+        await asyncio.sleep(0.2)
+        if scheduler.started == 3:
+            done.set()
+
+    for key in "abc":
+        scheduler.schedule(key, 0.0)
+    async with running(scheduler, work):
+        await asyncio.wait_for(done.wait(), 5)
+    assert scheduler.started == 3
+    assert 0.55 <= scheduler.started_late < 5  # 0 + 0.2 + 0.4 at least (a loaded machine adds to it)
