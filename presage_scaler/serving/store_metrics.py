@@ -34,7 +34,7 @@ class StoreCollector(Collector):
     def _families(self, now: datetime | None = None) -> Iterator[Metric]:
         age = GaugeMetricFamily(
             "presage_recommendation_age_seconds",
-            "Age of the recommendation this replica serves to KEDA and Agones.",
+            "Age of the recommendation this replica serves to KEDA and Agones: since it was last confirmed.",
             labels=SCALER,
         )
         info = InfoMetricFamily("presage_scaler", "The PredictiveScaler's mode and target.", labels=SCALER)
