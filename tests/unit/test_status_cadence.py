@@ -229,18 +229,18 @@ def test_a_status_vouched_for_is_still_written_every_ten_minutes_and_on_any_visi
 
 def test_a_late_lease_or_a_late_scaler_makes_the_status_written():
     """Held only while the latest confirmation of every scaler of the Lease, and this scaler's own
-    spacing, with half again and the record's lag, stay within the bound."""
+    spacing, with a quarter again and the record's lag, stay within the bound."""
     written = WrittenStatus.of(status())
     now = WRITTEN_AT + 3 * MINUTE
-    # 0.61 × 180 s = 110 s; × 1.5 + 12 s = 177 s: held. 0.63: 182 s, written.
-    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.61, LAG, now))
-    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.63, LAG, now))
-    # This scaler itself last confirmed 110 s ago (its evaluations are that far apart), and the last
-    # record (a minute old) vouches for no more: held; 115 s: written.
+    # 0.74 × 180 s = 133.2 s; × 1.25 + 12 s = 178.5 s: held. 0.75: 180.75 s, written.
+    assert not write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.74, LAG, now))
+    assert write_due(written, status(now), MINUTE, KEDA_BOUND, now, now - MINUTE, LeaseVouch(0.75, LAG, now))
+    # This scaler itself last confirmed 134 s ago (its evaluations are that far apart), and the last
+    # record (a minute old) vouches for no more: held; 135 s: written.
     record = steady(now - MINUTE)
-    late = now + 50 * SECOND
+    late = now + 74 * SECOND
     assert not write_due(written, status(late), MINUTE, KEDA_BOUND, late, now - MINUTE, record)
-    assert write_due(written, status(late), MINUTE, KEDA_BOUND, late + 5 * SECOND, now - MINUTE, record)
+    assert write_due(written, status(late), MINUTE, KEDA_BOUND, late + SECOND, now - MINUTE, record)
 
 
 def test_a_new_owner_holds_by_what_the_record_vouched_for():
