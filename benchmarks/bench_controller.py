@@ -48,6 +48,7 @@ import json
 import math
 import os
 import resource
+import ssl
 import statistics
 import subprocess
 import sys
@@ -151,6 +152,9 @@ class ControllerRun:
     cannot. Over the whole window it would count the backlog a fresh install's first round left."""
     tail_rate: float
     """Evaluations per second over that same last part of the window."""
+    in_flight: float
+    """Evaluations running at once, on average over the window (sampled every 0.5 s): at the
+    concurrency, the evaluations wait for a slot, not for CPU."""
 
 
 async def controller_rate(
@@ -181,11 +185,20 @@ async def controller_rate(
         start_count, start, cpu = app.scalers.evaluations, time.perf_counter(), cpu_seconds()
         start_writes = app.scalers.status_writes
         servers_before = {name: _cpu_of(pid) for name, pid in servers.items()}
+        in_flight: list[int] = []
+
+        async def sample_in_flight() -> None:
+            while True:
+                in_flight.append(app.scalers.evaluating)
+                await asyncio.sleep(0.5)
+
         with CollectorClock() as collector:
+            sampler = asyncio.create_task(sample_in_flight())
             head = await oldest_served(app.store, seconds - tail)
             tail_from, tail_late, tail_start = app.scalers.evaluations, app.scalers.started_late, time.perf_counter()
             oldest = max(head, await oldest_served(app.store, tail))
             tail_rate = (app.scalers.evaluations - tail_from) / (time.perf_counter() - tail_start)
+            sampler.cancel()
         done = app.scalers.evaluations - start_count
         rate = done / (time.perf_counter() - start)
         cpu_ms = (cpu_seconds() - cpu) * 1000 / done
@@ -205,6 +218,7 @@ async def controller_rate(
         oldest,
         delay,
         tail_rate,
+        statistics.fmean(in_flight),
     )
 
 
@@ -249,16 +263,43 @@ def _evaluations(port: int) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
+def _status_patches(plane: KubeControlPlane) -> float:
+    """PredictiveScaler status writes the API server has answered, from its own /metrics: what
+    separate ``presage run`` processes wrote, which they do not report themselves."""
+    context = ssl.create_default_context(cafile=str(plane.ca_path))
+    context.load_cert_chain(str(plane.admin_cert), str(plane.admin_key))
+    with urllib.request.urlopen(f"{plane.server}/metrics", timeout=30, context=context) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{")
+        and 'resource="predictivescalers"' in line
+        and 'subresource="status"' in line
+        and ('verb="PATCH"' in line or 'verb="APPLY"' in line)
+    )
+
+
 def _cpu_of(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+@dataclass(frozen=True)
+class ProcessesRun:
+    rate: float
+    """Evaluations/s, all processes together."""
+    cpu_ms: float
+    """CPU ms per evaluation, summed over the processes."""
+    writes_per_evaluation: float
+    rss_mib: float
+    """The largest process's RSS."""
+
+
 def processes_rate(
     plane: KubeControlPlane, seconds: float, concurrency: int, scalers: int, shards: int
-) -> tuple[float, float, float]:
-    """``shards`` processes (``presage run --shards``; one plain process for 1): evaluations/s in all,
-    CPU ms per evaluation summed over them, and the largest process's RSS in MiB."""
+) -> ProcessesRun:
+    """``shards`` processes (``presage run --shards``; one plain process for 1), measured together."""
     ports = free_ports(shards)
     procs = [
         subprocess.Popen(
@@ -296,11 +337,14 @@ def processes_rate(
                 raise RuntimeError("the processes did not evaluate every scaler within 10 minutes")
             time.sleep(1.0)
         time.sleep(10 if shards > 1 else 0)  # shards settle: one per process
-        count, cpu, start = sum(_evaluations(p) for p in ports), sum(_cpu_of(p.pid) for p in procs), time.monotonic()
+        count, cpu = sum(_evaluations(p) for p in ports), sum(_cpu_of(p.pid) for p in procs)
+        writes = _status_patches(plane)
+        start = time.monotonic()
         time.sleep(seconds)
         done = sum(_evaluations(p) for p in ports) - count
         cpu_ms = (sum(_cpu_of(p.pid) for p in procs) - cpu) * 1000 / done
-        return done / (time.monotonic() - start), cpu_ms, max(rss_mib(p.pid) for p in procs)
+        writes = (_status_patches(plane) - writes) / done
+        return ProcessesRun(done / (time.monotonic() - start), cpu_ms, writes, max(rss_mib(p.pid) for p in procs))
     finally:
         for proc in procs:
             proc.terminate()
@@ -443,6 +487,10 @@ def main() -> None:
         f"every status written: {every.oldest_served.total_seconds():.0f} s (KEDA's staleness bound at a "
         f"{args.interval} interval: {bound:.0f} s)"
     )
+    print(
+        f"evaluations in flight on average: {run.in_flight:.1f} of --concurrency {args.concurrency} (every status "
+        f"written: {every.in_flight:.1f}); at the concurrency they wait for a slot, below it for CPU or the servers"
+    )
     print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
     for what, measured in (("", run), (", every status written", every)):
         shares = ", ".join(f"{name} {ms:.2f}" for name, ms in measured.servers_ms.items())
@@ -460,11 +508,14 @@ def main() -> None:
         f"another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "
         f"handle, of which {decode_ms:.3f} ms decoding"
     )
-    for n, (shard_rate, shard_cpu, rss) in sharded.items():
+    for n, measured in sharded.items():
         what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
-        print(f"{what:<44} {shard_rate:>14.1f} {shard_cpu:>12.2f}   RSS {rss:.0f} MiB per process")
+        print(
+            f"{what:<44} {measured.rate:>14.1f} {measured.cpu_ms:>12.2f}   {measured.writes_per_evaluation:.2f} "
+            f"status writes per evaluation, RSS {measured.rss_mib:.0f} MiB per process"
+        )
     if sharded:
-        (one, one_cpu, _), (many, many_cpu, _) = sharded[1], sharded[args.shards]
+        (one, one_cpu), (many, many_cpu) = ((sharded[n].rate, sharded[n].cpu_ms) for n in (1, args.shards))
         print(f"{args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
         # What carries over to replicas on cores of their own: each shard's CPU per evaluation, its
         # share of the other shards' status events included, against one process's.

@@ -172,6 +172,11 @@ class ScalerController:
             worst = max(worst, (now - confirmed).total_seconds() / bound)
         return worst
 
+    @property
+    def evaluating(self) -> int:
+        """Evaluations running now: at ``concurrency``, the controller waits for a free slot."""
+        return len(self._scheduler.running)
+
     def in_flight(self, selects: Callable[[Key], bool]) -> bool:
         """Whether an evaluation of a scaler ``selects`` picks is running."""
         return any(selects(key) for key in self._scheduler.running)
