@@ -30,11 +30,11 @@ the controller's measurement window (from /proc), since on one machine they shar
 the controller and bound its throughput.
 
 Sharding (``--shards N``): N ``presage run --shards N`` processes share the scalers, against one
-``presage run`` process measured the same way (evaluations counted from each process's /metrics, CPU
-from /proc, status writes from the API server's metrics), alternated three times and compared as
-means: one window differs from the next by as much as sharding does. On one machine the processes share its cores with the API server, etcd and Prometheus,
-so the figure that carries over to a cluster, where each replica has cores of its own, is CPU per
-evaluation per replica.
+``presage run`` process measured the same way (evaluations counted from each process's /metrics,
+CPU from /proc, status writes from the API server's metrics), alternated three times and compared
+as means: one window differs from the next by as much as sharding does. On one machine the
+processes share its cores with the API server, etcd and Prometheus, so the figure that carries over
+to a cluster, where each replica has cores of its own, is CPU per evaluation per replica.
 
 Usage: python benchmarks/bench_controller.py [--scalers 1000] [--seconds 90] [--concurrency 64] [--shards 2]
 Target: 10,000 scalers at a 1 m interval on one replica, i.e. ~170 evaluations/s.

@@ -104,7 +104,8 @@ class MicroBatcher:
             if remaining <= 0:
                 break
             try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                async with asyncio.timeout(remaining):
+                    batch.append(await self._queue.get())
             except TimeoutError:
                 break
         return [job for job in batch if not job.future.done()]

@@ -111,7 +111,8 @@ class BackendController:
             self.probed_once.set()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._probe_period)
+                async with asyncio.timeout(self._probe_period):
+                    await self._wake.wait()
 
     async def _probe(self, entry: BackendEntry) -> None:
         if entry.backend is not None:

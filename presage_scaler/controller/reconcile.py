@@ -207,9 +207,8 @@ class ScalerReconciler:
             )
             deadline = min(max(interval.total_seconds(), 10.0), 300.0)
             calibration = CalibrationState.from_status(status.calibration)
-            recommendation = await asyncio.wait_for(
-                evaluate(spec, backend, source, current, state, now, calibration), deadline
-            )
+            async with asyncio.timeout(deadline):
+                recommendation = await evaluate(spec, backend, source, current, state, now, calibration)
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
             failure = _failure_of(exc, backend_name)
         except Exception as exc:

@@ -25,7 +25,12 @@ every interval, and a controller with 10,000 scalers at 1m, each run a few secon
 evaluate each every 64 s, not 60. A long run is followed no sooner than its own duration (at most
 the delay) after it ends, so a key whose runs hang until their deadline (a scaler whose Prometheus
 does not answer) holds one of the ``concurrency`` slots at most half the time, not all of it; a
-run that outlasts the delay is followed one delay after it ends."""
+run that outlasts the delay is followed one delay after it ends.
+
+The scheduler waits with ``asyncio.timeout``, never ``asyncio.wait_for`` (the lint bans it): on
+Python 3.11 ``wait_for`` returns its awaitable's result when it is cancelled just as that result
+arrives, so a scheduler woken by a finished evaluation at the moment of shutdown ignored the
+cancellation, found itself no longer leading and waited forever; the process never exited."""
 
 
 class Scheduler(Generic[K]):
@@ -79,7 +84,8 @@ class Scheduler(Generic[K]):
                 wait = due - time.monotonic()
                 if wait > 0:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), wait)
+                        async with asyncio.timeout(wait):
+                            await self._wake.wait()
                     continue
                 heapq.heappop(self._heap)
                 if self._tickets.get(key) != ticket or key in self._running:

@@ -233,7 +233,8 @@ class HttpServer:
         """Stop accepting, let in-flight requests finish for up to ``grace`` seconds, then close."""
         self._server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout=grace + 1.0)
+            async with asyncio.timeout(grace + 1.0):
+                await asyncio.shield(self._task)
         except TimeoutError:
             self._server.force_exit = True
             await self._task

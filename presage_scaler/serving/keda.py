@@ -213,9 +213,8 @@ class PresageScaler:
     async def shadow_is_alone(self, ref: pb.ScaledObjectRef) -> bool:
         """Whether presage is the ScaledObject's only trigger; UNAVAILABLE when it cannot be told."""
         try:
-            count = await asyncio.wait_for(
-                self.triggers.trigger_count(ref.namespace, ref.name), timeout=self.triggers_timeout
-            )
+            async with asyncio.timeout(self.triggers_timeout):
+                count = await self.triggers.trigger_count(ref.namespace, ref.name)
         except Exception as exc:
             raise ScalerError(
                 grpc.StatusCode.UNAVAILABLE,
@@ -341,7 +340,8 @@ class ExternalScalerServicer:
                     yield pb.IsActiveResponse(result=active)
                     last = active
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(store.wait_for_change(version), timeout=self.stream_recheck)
+                    async with asyncio.timeout(self.stream_recheck):
+                        await store.wait_for_change(version)
         except ScalerError as err:
             code = err.code
             await context.abort(err.code, err.message)

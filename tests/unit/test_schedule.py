@@ -229,3 +229,25 @@ async def test_how_late_runs_start_is_counted():
         await asyncio.wait_for(done.wait(), 5)
     assert scheduler.started == 3
     assert 0.55 <= scheduler.started_late < 5  # 0 + 0.2 + 0.4 at least (a loaded machine adds to it)
+
+
+async def test_a_cancellation_that_arrives_with_a_wake_up_stops_it():
+    """Woken (a run rescheduled) just as it is cancelled at shutdown, the scheduler stops: with
+    ``asyncio.wait_for`` on Python 3.11 the cancellation was lost with the wake-up, and the
+    scheduler, no longer leading, waited forever."""
+    leading = True
+    scheduler: Scheduler[str] = Scheduler(concurrency=4, leading=lambda: leading)
+
+    async def work(key: str) -> None:
+        return None
+
+    scheduler.schedule("far", 100.0)
+    task = asyncio.create_task(scheduler.run(work))
+    for _ in range(5):
+        await asyncio.sleep(0)  # it waits until "far" is due, or a wake-up
+    scheduler.schedule("other", 100.0)  # the wake-up: the wait it is in completes...
+    await asyncio.sleep(0)
+    leading = False
+    task.cancel()  # ...as the shutdown cancels it and releases leadership
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), 5)
