@@ -29,6 +29,7 @@ request (0.14 ms against 1.1 ms).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import ssl
@@ -188,12 +189,20 @@ def history_window(
 
 class _Endpoint:
     """One pooled ``aiohttp.ClientSession`` to one endpoint with one TLS setting, shared by every
-    client of that endpoint whatever its credentials (they travel per request)."""
+    client of that endpoint whatever its credentials (they travel per request).
+
+    A request takes one of the pool's MAX_CONNECTIONS :attr:`slots` before it starts, and its
+    timeout runs from then: the wait for a connection of presage's own pool is the controller's
+    load, not Prometheus's slowness, and counted in the timeout it marked scalers
+    PrometheusUnreachable, telling the user to check a Prometheus that was answering in
+    milliseconds (10,000 scalers' first round on two cores). The evaluation's own deadline still
+    bounds the wait."""
 
     def __init__(self, *, insecure_skip_verify: bool, timeout: float) -> None:
         self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     def session(self) -> aiohttp.ClientSession:
         # Created on first use, inside the running loop, as aiohttp requires.
@@ -367,7 +376,10 @@ class PrometheusClient:
         # The full URL rather than aiohttp's base_url, so an address's path prefix always stays.
         url = self.address + path
         try:
-            async with self._endpoint.session().post(url, data=params, headers=self._auth) as response:
+            async with (
+                self._endpoint.slots,
+                self._endpoint.session().post(url, data=params, headers=self._auth) as response,
+            ):
                 status = response.status
                 payload = await response.read()
         except TimeoutError as exc:  # aiohttp's own timeout errors subclass it too

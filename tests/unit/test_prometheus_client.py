@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
+from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.clients.prometheus import (
     MAX_POINTS_PER_REQUEST,
     InvalidValue,
@@ -390,6 +391,23 @@ async def test_timeout_is_unreachable_and_names_the_address(server, client):
             await prom.query_range("q", T0, T0, STEP)
     assert caught.value.reason == "PrometheusUnreachable"
     assert "check that it is healthy, or make the query cheaper" in str(caught.value)
+
+
+async def test_waiting_for_a_pooled_connection_is_not_counted_as_prometheus_timing_out(server, client):
+    """Five times as many queries at once as the pool has connections, each answered in 0.2 s: the
+    last wave waits 0.8 s for a connection, past the 0.5 s timeout, and still succeeds, since the
+    timeout bounds Prometheus's answer, not presage's own queue."""
+
+    async def steady(request: Recorded) -> web.Response:
+        await asyncio.sleep(0.2)
+        return ok(matrix(({}, [(T0, "1")])))
+
+    async with client(steady, timeout=0.5) as prom:
+        started = asyncio.get_running_loop().time()
+        answers = await asyncio.gather(*(prom.query_range("q", T0, T0, STEP) for _ in range(5 * MAX_CONNECTIONS)))
+        took = asyncio.get_running_loop().time() - started
+    assert [series.latest for series in answers] == [1.0] * (5 * MAX_CONNECTIONS)
+    assert took >= 1.0  # the waves did queue for connections, longer than the timeout
 
 
 async def test_connection_closed_without_an_answer_is_unreachable():
