@@ -72,15 +72,20 @@ def _dict(value: object) -> dict[str, object]:
 def visible_key(status: JSON) -> str:
     """What a change of must be written at once: what KEDA, Agones and the policy act on (the counts,
     the scale-down window), what ``kubectl get`` explains the number with (binding signal and
-    constraint, each signal's count, the backend), and the conditions, whose messages count except
-    the forecast figures a successful ``Ready`` restates every evaluation. ``lastScaleTime`` does
-    not count: no decision reads it, and it moves at every evaluation whose recommendation differs
-    from the current count (every evaluation of a Shadow scaler that would scale).
+    constraint, the backend), and the conditions, whose messages count except the forecast figures
+    a successful ``Ready`` restates every evaluation. ``lastScaleTime`` does not count: no decision
+    reads it, and it moves at every evaluation whose recommendation differs from the current count
+    (every evaluation of a Shadow scaler that would scale). Nor does each signal's count
+    (``signalStatuses[].replicas``): like the forecast figures it is derived from, it explains a
+    number rather than being one anything acts on, and it moves whenever demand crosses a replica's
+    capacity, also while a constraint (a rate limit, ``maxReplicas``) holds the recommendation
+    still; the metrics export it at every evaluation. At 10,000 scalers on the benchmark's signal it
+    was 12,000 of 22,000 writes.
 
     Read from status as JSON, whatever a hand-written status holds, so it is compared as text.
     """
     breakdown, forecast = _dict(status.get("breakdown")), _dict(status.get("lastForecast"))
-    conditions, signals = status.get("conditions"), status.get("signalStatuses")
+    conditions = status.get("conditions")
     shown = [
         [
             c.get("type"),
@@ -100,7 +105,6 @@ def visible_key(status: JSON) -> str:
         breakdown.get("bindingSignal"),
         breakdown.get("constraint"),
         forecast.get("backend"),
-        [_dict(s).get("replicas") for s in signals] if isinstance(signals, list) else None,
         shown,
     ]
     return json.dumps(key, default=str, separators=(",", ":"))

@@ -79,7 +79,6 @@ def test_a_controller_that_cannot_keep_up_holds_by_the_spacing_it_observes():
         {"scaleDownCandidateSince": WRITTEN_AT.isoformat()},
         {"breakdown": {"bindingSignal": "requests", "constraint": "ForecastUncertainty", "predictive": 4}},
         {"breakdown": {"bindingSignal": "cpu", "constraint": "", "predictive": 5}},
-        {"signalStatuses": [{"name": "requests", "observed": "40", "forecast": "41.5", "replicas": 4}]},
     ],
     ids=lambda change: next(iter(change)),
 )
@@ -87,6 +86,17 @@ def test_a_visible_change_is_written_at_once(change):
     written = WrittenStatus.of(status())
     later = WRITTEN_AT + MINUTE
     assert write_due(written, status(later, **change), MINUTE, KEDA_BOUND, later, confirmed=None)
+
+
+def test_a_signal_count_that_moves_under_a_constraint_is_held():
+    """Demand crossing a replica's capacity moves the signal's count while a rate limit holds the
+    recommendation: nothing acts on the count, and the metrics show it live."""
+    limited = {"bindingSignal": "requests", "constraint": "MaxScaleUpRate", "predictive": 5}
+    written = WrittenStatus.of(status(breakdown=limited))
+    later = WRITTEN_AT + MINUTE
+    signals = [{"name": "requests", "observed": "44", "forecast": "46", "replicas": 6}]
+    moved = status(later, breakdown=limited, signalStatuses=signals)
+    assert not write_due(written, moved, MINUTE, KEDA_BOUND, later, confirmed=None)
 
 
 def test_a_moving_last_scale_time_alone_is_held():
