@@ -55,6 +55,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -258,12 +259,17 @@ class CollectorClock:
         gc.callbacks.remove(self._observe)
 
 
+def _scraped_sum(url: str, counts: Callable[[str], bool], context: ssl.SSLContext | None = None) -> float:
+    """The sum of the samples of a /metrics page whose lines ``counts`` picks."""
+    with urllib.request.urlopen(url, timeout=30, context=context) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if counts(line))
+
+
 def _evaluations(port: int) -> float:
     """Evaluations one ``presage run`` has completed, from its /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        text = response.read().decode()
     prefix = "presage_evaluation_duration_seconds_count{"
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+    return _scraped_sum(f"http://127.0.0.1:{port}/metrics", lambda line: line.startswith(prefix))
 
 
 def _status_patches(plane: KubeControlPlane) -> float:
@@ -271,16 +277,16 @@ def _status_patches(plane: KubeControlPlane) -> float:
     separate ``presage run`` processes wrote, which they do not report themselves."""
     context = ssl.create_default_context(cafile=str(plane.ca_path))
     context.load_cert_chain(str(plane.admin_cert), str(plane.admin_key))
-    with urllib.request.urlopen(f"{plane.server}/metrics", timeout=30, context=context) as response:
-        text = response.read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("apiserver_request_total{")
-        and 'resource="predictivescalers"' in line
-        and 'subresource="status"' in line
-        and ('verb="PATCH"' in line or 'verb="APPLY"' in line)
-    )
+
+    def counts(line: str) -> bool:
+        return (
+            line.startswith("apiserver_request_total{")
+            and 'resource="predictivescalers"' in line
+            and 'subresource="status"' in line
+            and ('verb="PATCH"' in line or 'verb="APPLY"' in line)
+        )
+
+    return _scraped_sum(f"{plane.server}/metrics", counts, context)
 
 
 def _cpu_of(pid: int) -> float:

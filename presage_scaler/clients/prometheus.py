@@ -193,10 +193,9 @@ class _Endpoint:
 
     A request takes one of the pool's MAX_CONNECTIONS :attr:`slots` before it starts, and its
     timeout runs from then: the wait for a connection of presage's own pool is the controller's
-    load, not Prometheus's slowness, and counted in the timeout it marked scalers
-    PrometheusUnreachable, telling the user to check a Prometheus that was answering in
-    milliseconds (10,000 scalers' first round on two cores). The evaluation's own deadline still
-    bounds the wait."""
+    load, not Prometheus's slowness. Counted in the timeout, it marked scalers PrometheusUnreachable
+    in bursts under load (10,000 scalers on two cores), blaming Prometheus for presage's own queue.
+    The evaluation's own deadline still bounds the wait."""
 
     def __init__(self, *, insecure_skip_verify: bool, timeout: float) -> None:
         self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
@@ -227,7 +226,8 @@ class PrometheusClient:
     ``address`` is the API base URL and may carry a path prefix (for example
     ``http://vmselect:8481/select/0/prometheus``); ``/api/v1/...`` is appended to it.
     Queries are sent as form-encoded POSTs so that long PromQL does not hit URL length limits.
-    ``timeout`` bounds each request as a whole (connecting, sending and reading the answer).
+    ``timeout`` bounds each request as a whole (connecting, sending and reading the answer), from
+    when it holds one of the endpoint's connection slots.
     ``insecure_skip_verify`` turns TLS certificate and host name verification off; otherwise the
     system's trusted CAs verify the server.
     """
