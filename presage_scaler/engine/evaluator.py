@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import (
     CapacitySpec,
@@ -39,6 +40,7 @@ from presage_scaler.api.types import (
 )
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.calibration import (
+    RECENT_PEAK,
     YESTERDAY,
     CalibrationState,
     SignalForecasts,
@@ -235,11 +237,17 @@ def sizing_window(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpe
 
 def _method(forecast: Forecast, window: WindowForecast) -> str:
     """How the numbers were made, when it is not the normal path: the backend's note, and whether
-    the window maximum is still uncalibrated or blended with the recent level."""
+    the window maximum is still uncalibrated, not held at the recent peak, or blended."""
     notes = [forecast.method] if forecast.method else []
     if not window.calibrated:
         notes.append(f"uncalibrated: {window.scores} past forecasts scored")
-    elif window.weight < 1.0:
+        return "; ".join(notes)
+    if not window.held and window.unheld_saving > 0:  # released for what it saves (PEAK_SAVING)
+        notes.append(
+            f"window forecast not held at the peak of the last {format_duration(RECENT_PEAK)}: "
+            f"{window.unheld_saving:.0%} less sized over the last day than held"
+        )
+    if window.weight < 1.0:
         partner = "the same window's maximum yesterday" if window.partner == YESTERDAY else "the last hour's mean"
         notes.append(
             f"window forecast {window.weight:.0%} the backend's, {1 - window.weight:.0%} {partner}: "

@@ -28,6 +28,21 @@ def trailing_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, 
     return window_sums(values, origins - span, origins) / span
 
 
+def trailing_maxima(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, steps: int) -> np.ndarray:
+    """The highest of the last ``steps`` values before each origin, none before its ``start`` (each
+    origin must be past its start)."""
+    peaks = np.empty(len(origins))
+    full = origins - steps >= starts
+    if full.any():
+        peaks[full] = window_maxima(values, origins[full] - steps, steps)
+    short = np.flatnonzero(~full)
+    if len(short):
+        offsets = np.arange(1, steps + 1)
+        index = np.maximum(origins[short, np.newaxis] - offsets, starts[short, np.newaxis])
+        peaks[short] = values[index].max(axis=1)
+    return peaks
+
+
 def window_maxima(values: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """``max values[start … start + length - 1]`` for each start (windows inside ``values``).
 

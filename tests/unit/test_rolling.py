@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from presage_scaler.series.rolling import trailing_means, window_maxima, window_sums
+from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_maxima, window_sums
 
 series = st.lists(st.floats(min_value=-1e6, max_value=1e6), min_size=1, max_size=300).map(np.array)
 
@@ -47,3 +47,18 @@ def test_property_window_sums_and_trailing_means_match_a_loop(values, data):
     means = trailing_means(values, origins, np.zeros(len(origins), dtype=np.intp), steps)
     for mean, origin in zip(means, origins, strict=True):
         assert np.isclose(mean, values[max(0, origin - steps) : origin].mean(), rtol=1e-9, atol=1e-3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=series, data=st.data())
+def test_property_trailing_maxima_read_nothing_before_each_start(values, data):
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(values) - 1), st.integers(1, len(values))), min_size=1, max_size=20)
+    )
+    starts = np.array([min(a, b - 1) for a, b in pairs])
+    origins = np.array([max(a + 1, b) for a, b in pairs])
+    steps = data.draw(st.integers(min_value=1, max_value=50))
+    expected = [
+        values[max(start, origin - steps) : origin].max() for start, origin in zip(starts, origins, strict=True)
+    ]
+    assert trailing_maxima(values, origins, starts, steps).tolist() == expected

@@ -143,12 +143,14 @@ def test_the_profile_is_scaled_to_the_last_hours_level(cycles, factor):
     np.testing.assert_allclose(forecast.point, np.maximum(ratio * shape[:6], values[-1]), rtol=1e-12)
 
 
-def test_the_forecast_never_drops_below_the_last_fifteen_minutes_peak():
+def test_the_forecast_never_drops_below_the_latest_point():
+    """The backend's own floor is the latest point; the hold at the last 15 minutes' peak is
+    calibration's, which applies it where it pays (test_calibration)."""
     values = np.tile(pattern(288), 3)
-    values[-2] = 1000.0  # a burst two steps ago
+    values[-1] = 1000.0  # a burst at the latest point
     forecast = SeasonalNaive(timedelta(hours=24), 2).forecast_one(history(values), 12, LEVELS)
     np.testing.assert_array_equal(forecast.point, np.full(12, 1000.0))
-    values[-4] = 2000.0  # four steps (20 minutes) ago: outside the 15-minute peak window
+    values[-2] = 2000.0  # one step (5 minutes) before it: not the latest point
     assert SeasonalNaive(timedelta(hours=24), 2).forecast_one(history(values), 12, LEVELS).point.max() == 1000.0
 
 
@@ -257,7 +259,7 @@ def test_half_a_season_falls_back_to_the_recent_level():
     assert forecast.method == "recent-level"
     assert forecast.notes[0] == "84h of history, less than one 168h season"
     assert "mean of the last 12 steps" in forecast.notes[1]
-    np.testing.assert_allclose(forecast.point, np.full(24, max(values[-12:].mean(), values[-3:].max())))
+    np.testing.assert_allclose(forecast.point, np.full(24, max(values[-12:].mean(), values[-1])))
     # Band centred on the point and widening like sqrt(steps ahead).
     np.testing.assert_allclose(forecast.quantiles[0.5], forecast.point)
     upper = forecast.quantiles[0.9] - forecast.point
@@ -312,10 +314,10 @@ def test_recent_level_reads_a_bounded_number_of_changes():
     forecast = SeasonalNaive().forecast_one(history(values, timedelta(minutes=1)), 4, LEVELS)
     assert forecast.method == "recent-level"
     assert forecast.notes[1] == (
-        f"forecasting the mean of the last 60 steps (at least the peak of the last 15); band from {MAX_RESIDUALS} "
+        f"forecasting the mean of the last 60 steps (at least the latest point); band from {MAX_RESIDUALS} "
         "step-to-step changes (both signs), widened by sqrt(steps ahead)"
     )
-    np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-15:].max()))
+    np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-1]))
 
 
 def test_a_single_point_is_the_forecast():
@@ -329,7 +331,7 @@ def test_a_single_point_is_the_forecast():
 
 def test_two_points_give_a_symmetric_band_around_the_recent_peak():
     forecast = SeasonalNaive().forecast_one(history([10.0, 14.0]), 1, (0.0001, 0.5, 0.9999))
-    assert forecast.point_at(0) == 14.0  # the mean is 12, the peak of the last 15 minutes 14
+    assert forecast.point_at(0) == 14.0  # the mean is 12, the latest point 14
     assert forecast.at(0, 0.0001) == pytest.approx(10.0, abs=1e-3)
     assert forecast.at(0, 0.9999) == pytest.approx(18.0, abs=1e-3)
 
