@@ -531,11 +531,18 @@ def window_forecasts(
         rows = firsts[these, np.newaxis] + np.arange(count)
         known = np.isfinite(yesterdays_then[rows]).all(axis=1) & np.isfinite(yesterdays_now[these])
         then = np.stack((levels_then[rows], np.nan_to_num(yesterdays_then[rows])))
+        # Held and unheld are chosen in one pass, as twice the forecasts: what a pass costs is mostly
+        # per numpy call, not per row.
         references = scored.references[rows]
-        at_peak = _blend(
-            realised[rows], np.maximum(references, peaks_then[rows]), then, past_scales[rows], floors[these], known
+        both = _blend(
+            np.tile(realised[rows], (2, 1)),
+            np.concatenate((np.maximum(references, peaks_then[rows]), references)),
+            np.tile(then, (1, 2, 1)),
+            np.tile(past_scales[rows], (2, 1)),
+            np.tile(floors[these], 2),
+            np.tile(known, 2),
         )
-        unheld = _blend(realised[rows], references, then, past_scales[rows], floors[these], known)
+        at_peak, unheld = both.rows(slice(None, len(these))), both.rows(slice(len(these), None))
         saved = (at_peak.costs - unheld.costs) / np.maximum(np.abs(at_peak.costs), np.finfo(np.float64).tiny)
         release = saved >= PEAK_SAVING
         held[these], unheld_savings[these] = ~release, np.where(release, saved, 0.0)
@@ -619,6 +626,16 @@ class _Blend:
     scores: np.ndarray
     costs: np.ndarray
     """What each chosen blend's quantile at SELECTION_LEVEL would have sized to on average."""
+
+    def rows(self, which: slice) -> _Blend:
+        """The choice of some of the forecasts."""
+        return _Blend(
+            partners=self.partners[which],
+            weights=self.weights[which],
+            savings=self.savings[which],
+            scores=self.scores[which],
+            costs=self.costs[which],
+        )
 
     def where(self, condition: np.ndarray, other: _Blend) -> _Blend:
         """This choice, with ``other``'s for the forecasts where ``condition`` holds."""
