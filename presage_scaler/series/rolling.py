@@ -31,6 +31,8 @@ def trailing_means(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, 
 def trailing_maxima(values: np.ndarray, origins: np.ndarray, starts: np.ndarray, steps: int) -> np.ndarray:
     """The highest of the last ``steps`` values before each origin, none before its ``start`` (each
     origin must be past its start)."""
+    if steps == 1:  # the latest value: SeasonalNaive's floor at 1-minute steps or coarser
+        return values[origins - 1].astype(np.float64)
     peaks = np.empty(len(origins))
     full = origins - steps >= starts
     if full.any():
