@@ -276,7 +276,7 @@ class WindowForecast:
     quantiles: dict[float, float]
     reference: float
     """``ρ(n)``: what the quantiles are calibrated offsets from: the backend's highest point forecast
-    over the window, or its blend with the last hour's mean."""
+    over the window (held at the recent peak unless ``held`` is False), or its blend with a partner."""
     scores: int
     """How many past forecasts calibrated it; below MIN_SCORES it is the backend's own band."""
     weight: float = 1.0
