@@ -286,7 +286,8 @@ class WindowForecast:
     partner: str = LEVEL
     """What the backend is blended with when ``weight`` is below 1: LEVEL or YESTERDAY."""
     held: bool = True
-    """Whether the backend's reference was held at the recent peak (see Held reference)."""
+    """Whether the backend's reference was held at the recent peak (see Held reference); never while
+    uncalibrated."""
     unheld_saving: float = 0.0
     """Where it was not, how much less the backend's own reference would have sized over the day (a
     share)."""
@@ -557,7 +558,7 @@ def window_forecasts(
         reference = _backend_reference(forecast, window)
         if not counts[i]:
             own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
-            results.append(WindowForecast(quantiles=own, reference=reference, scores=0))
+            results.append(WindowForecast(quantiles=own, reference=reference, scores=0, held=False))
             continue
         if held[i]:
             reference = max(reference, float(peaks_now[i]))
