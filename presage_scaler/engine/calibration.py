@@ -543,11 +543,12 @@ def window_forecasts(
             np.tile(floors[these], 2),
             np.tile(known, 2),
         )
-        at_peak, unheld = both.rows(slice(None, len(these))), both.rows(slice(len(these), None))
-        saved = (at_peak.costs - unheld.costs) / np.maximum(np.abs(at_peak.costs), np.finfo(np.float64).tiny)
+        at_peak = np.arange(len(these))  # the held references' rows of ``both``; the unheld follow them
+        unheld = at_peak + len(these)
+        saved = _saving(both.costs[at_peak], both.costs[unheld])
         release = saved >= PEAK_SAVING
         held[these], unheld_savings[these] = ~release, np.where(release, saved, 0.0)
-        blend = at_peak.where(release, unheld)
+        blend = both.rows(np.where(release, unheld, at_peak))
         partners[these] = blend.partners
         weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
@@ -611,6 +612,11 @@ def _level_steps(step: timedelta) -> int:
     return max(1, round(LEVEL_WINDOW / step))
 
 
+def _saving(base: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """How much less ``cost`` is than ``base``, as a share of ``base``."""
+    return (base - cost) / np.maximum(np.abs(base), np.finfo(np.float64).tiny)
+
+
 def _peak_steps(step: timedelta) -> int:
     """RECENT_PEAK in steps of the signal, at least one."""
     return max(1, round(RECENT_PEAK / step))
@@ -628,25 +634,14 @@ class _Blend:
     costs: np.ndarray
     """What each chosen blend's quantile at SELECTION_LEVEL would have sized to on average."""
 
-    def rows(self, which: slice) -> _Blend:
-        """The choice of some of the forecasts."""
+    def rows(self, which: np.ndarray) -> _Blend:
+        """The choices of the forecasts at the positions ``which``."""
         return _Blend(
             partners=self.partners[which],
             weights=self.weights[which],
             savings=self.savings[which],
             scores=self.scores[which],
             costs=self.costs[which],
-        )
-
-    def where(self, condition: np.ndarray, other: _Blend) -> _Blend:
-        """This choice, with ``other``'s for the forecasts where ``condition`` holds."""
-        rows = condition[:, np.newaxis]
-        return _Blend(
-            partners=np.where(condition, other.partners, self.partners),
-            weights=np.where(condition, other.weights, self.weights),
-            savings=np.where(condition, other.savings, self.savings),
-            scores=np.where(rows, other.scores, self.scores),
-            costs=np.where(condition, other.costs, self.costs),
         )
 
 
@@ -691,7 +686,7 @@ def _blend(
     best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
     forecasts = np.arange(len(own))
     costs = sized[best, np.arange(2)[:, np.newaxis], forecasts]
-    savings = (own - costs) / np.maximum(np.abs(own), np.finfo(np.float64).tiny)
+    savings = _saving(own, costs)
     partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
     weight = best[partner, forecasts]
     chosen = own_scores.copy()

@@ -242,7 +242,7 @@ def _method(forecast: Forecast, window: WindowForecast) -> str:
     if not window.calibrated:
         notes.append(f"uncalibrated: {window.scores} past forecasts scored")
         return "; ".join(notes)
-    if not window.held and window.unheld_saving > 0:  # released for what it saves (PEAK_SAVING)
+    if not window.held and window.unheld_saving > 0:  # a release that saved nothing has nothing to say
         notes.append(
             f"window forecast not held at the peak of the last {format_duration(RECENT_PEAK)}: "
             f"{window.unheld_saving:.0%} less sized over the last day than held"

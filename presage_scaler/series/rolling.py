@@ -32,7 +32,7 @@ def trailing_maxima(values: np.ndarray, origins: np.ndarray, starts: np.ndarray,
     """The highest of the last ``steps`` values before each origin, none before its ``start`` (each
     origin must be past its start)."""
     if steps == 1:  # the latest value: SeasonalNaive's floor at 1-minute steps or coarser
-        return values[origins - 1].astype(np.float64)
+        return np.asarray(values[origins - 1], dtype=np.float64)
     peaks = np.empty(len(origins))
     full = origins - steps >= starts
     if full.any():
