@@ -12,7 +12,7 @@ import yaml
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.search import CONFIDENCE, Figures
+from presage_scaler.tune.search import CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
@@ -51,17 +51,22 @@ def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, An
 def judged(figures: Figures) -> str:
     """How the in-sample figures were judged: with the margin their number of spells needs, over the
     whole part and over its last RECENT."""
-    if not figures.spells:
-        text = "never under-provisioned in-sample"
-    else:
+    confidence = f"what the rate could be with {CONFIDENCE:.0%} confidence"
+    if figures.spells:
         text = (
             f"in-sample under-provisioned in {_spells(figures.spells)}: judged at {figures.under_bound_pct:.2f} % "
-            f"({figures.margin:.2f}×, what the rate could be with {CONFIDENCE:.0%} confidence)"
+            f"({figures.margin:.2f}×, {confidence})"
         )
+    else:
+        text = "never under-provisioned in-sample"
+        if figures.under_bound_pct:
+            text += f": judged at {figures.under_bound_pct:.2f} % ({rate_bound(0):.1f} one-step spells, {confidence})"
     if (recent := figures.recent) is not None:
         text += f"; over its last {format_duration(RECENT)}: {recent.under_pct:.2f} %" + (
-            f" in {_spells(recent.spells)}, judged at {recent.under_bound_pct:.2f} %" if recent.spells else ""
+            f" in {_spells(recent.spells)}" if recent.spells else ""
         )
+        if recent.under_bound_pct:
+            text += f", judged at {recent.under_bound_pct:.2f} %"
     return text
 
 

@@ -9,7 +9,11 @@ under-provisioning comes in spells, and a part that holds a handful of them says
 many the next days hold. The spells are counted as Poisson events, and the in-sample time and
 demand short are scaled by the upper CONFIDENCE bound of their rate over the count seen
 (Wilson–Hilferty's form of the chi-squared bound): ×1.58 with 5 spells, ×1.14 with 50, ×1.04 with
-500. So a choice made on two days needs a margin, and one made on months hardly any.
+500. So a choice made on two days needs a margin, and one made on months hardly any. No spell seen is
+not certainty either: the bound of a rate of which none was seen is 1.6 spells, so such a part is
+judged as if it had been short for 1.6 steps (one step is the shortest a spell can be). On a part of
+2,880 one-minute steps that is 0.06 %; on 48 half-hour steps, 3.3 %: a day of half-hours cannot show
+a 1 % service level.
 
 Months are also long enough to hide a drift: a candidate that meets the service level over half a
 year but not over its last week is tuned to a past the next week may not resemble. So an in-sample
@@ -57,7 +61,7 @@ _Z = NormalDist().inv_cdf(CONFIDENCE)
 
 
 def rate_bound(count: int) -> float:
-    """The upper CONFIDENCE bound of a Poisson rate of which ``count`` (≥ 1) events were seen."""
+    """The upper CONFIDENCE bound of a Poisson rate of which ``count`` (≥ 0) events were seen."""
     n = count + 1
     return n * (1.0 - 1.0 / (9.0 * n) + _Z / (3.0 * math.sqrt(n))) ** 3
 
@@ -77,6 +81,8 @@ class Figures:
     and the figures are taken as they are."""
     recent: Figures | None = None
     """In-sample figures only: the same over the part's last RECENT, when it is longer than that."""
+    steps: int | None = None
+    """How many steps the figures cover; None: not known (the bound of a part without a spell is then 0)."""
 
     @property
     def margin(self) -> float:
@@ -85,7 +91,10 @@ class Figures:
 
     @property
     def under_bound_pct(self) -> float:
-        """The under-provisioned time the service level is judged on: scaled by the margin."""
+        """The under-provisioned time the service level is judged on: scaled by the margin or, where
+        spells were counted and none seen, the bound's 1.6 spells of one step each."""
+        if self.spells == 0 and self.steps:
+            return 100.0 * rate_bound(0) / self.steps
         return self.under_pct * self.margin
 
     def as_dict(self) -> dict[str, float | int | None]:
@@ -96,6 +105,7 @@ class Figures:
             "cost_vs_oracle": self.cost_vs_oracle,
             "under_provisioned_spells": self.spells,
             "under_provisioned_bound_pct": self.under_bound_pct,
+            "steps": self.steps,
             "recent": None if self.recent is None else self.recent.as_dict(),
         }
 

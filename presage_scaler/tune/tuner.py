@@ -119,6 +119,7 @@ def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_ho
         replica_hours=metrics.replica_hours,
         cost_vs_oracle=metrics.replica_hours / oracle_hours if oracle_hours > 0 else float("inf"),
         spells=spells(short),
+        steps=end - begin,
     )
 
 

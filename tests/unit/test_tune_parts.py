@@ -18,6 +18,7 @@ from presage_scaler.backtest.runner import Setup, plan, run_presage
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for, knobs_of
+from presage_scaler.tune.output import judged
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay
 from presage_scaler.tune.report import frontier
@@ -134,7 +135,7 @@ def poisson_cdf(count: int, rate: float) -> float:
     return sum(math.exp(k * math.log(rate) - rate - math.lgamma(k + 1)) for k in range(count + 1))
 
 
-@given(count=st.integers(min_value=1, max_value=2000))
+@given(count=st.integers(min_value=0, max_value=2000))
 def test_property_the_rate_bound_is_the_poisson_upper_confidence_bound(count):
     """At the bound, seeing ``count`` or fewer events is as unlikely as 1 − CONFIDENCE (to within the
     Wilson–Hilferty approximation's error)."""
@@ -160,6 +161,24 @@ def test_few_spells_need_a_margin_that_many_do_not():
     # The unserved-demand bound is scaled alike.
     strict = Slo(2.0, unserved_pct=0.1)
     assert not strict.met(Figures(under_pct=0.5, unserved_pct=0.09, replica_hours=1.0, cost_vs_oracle=1.0, spells=9))
+
+
+def test_a_part_without_a_spell_is_judged_as_if_short_for_the_bound_of_none_seen():
+    slo = Slo(1.0)
+    never = Figures(under_pct=0.0, unserved_pct=0.0, replica_hours=1.0, cost_vs_oracle=1.0, spells=0)
+    # Two days of minutes: 1.6 one-step spells in 2,880 steps is 0.056 %: met.
+    assert replace(never, steps=2880).under_bound_pct == pytest.approx(100 * 1.6 / 2880, rel=0.01)
+    assert slo.met(replace(never, steps=2880))
+    # A day of half-hours cannot show 1 %: 1.6 of 48 steps is 3.3 %.
+    assert replace(never, steps=48).under_bound_pct == pytest.approx(3.33, abs=0.01)
+    assert not slo.met(replace(never, steps=48))
+    assert judged(replace(never, steps=48)) == (
+        "never under-provisioned in-sample: judged at 3.33 % (1.6 one-step spells, what the rate could be with "
+        "80% confidence)"
+    )
+    # Where the steps are not known the bound of no spell stays 0, as before.
+    assert never.under_bound_pct == 0.0
+    assert judged(never) == "never under-provisioned in-sample"
 
 
 def test_a_part_that_meets_the_service_level_but_not_over_its_last_week_does_not():
