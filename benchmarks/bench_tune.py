@@ -32,7 +32,7 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, run_backtest
 from presage_scaler.backtest.trace import Trace, load_csv
 from presage_scaler.tune.output import verdict
-from presage_scaler.tune.search import Figures, Slo
+from presage_scaler.tune.search import Figures, Searcher, Slo, search
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 
 LEAD = timedelta(minutes=5)
@@ -56,10 +56,9 @@ def overrides_for(trace: Trace) -> Overrides:
     return backtest_traces.overrides_for(trace, LEAD)
 
 
-def tuned(trace: Trace, jobs: int) -> TuneResult:
-    return tune(
-        trace, TuneSetup(spec=None, overrides=overrides_for(trace), backend=backend_spec(None), slo=SLO, jobs=jobs)
-    )
+def tuned(trace: Trace, jobs: int, searcher: Searcher = search) -> TuneResult:
+    setup = TuneSetup(spec=None, overrides=overrides_for(trace), backend=backend_spec(None), slo=SLO, jobs=jobs)
+    return tune(trace, setup, searcher=searcher)
 
 
 def changes(result: TuneResult) -> str:

@@ -152,6 +152,17 @@ Progress = Callable[[str, int, int], None]
 Evaluate = Callable[[Knobs], Figures]
 """In-sample figures of a candidate (replayed at most once; the caller memoises)."""
 
+Searcher = Callable[[Knobs, Sequence[float], Sequence[Dimension], Evaluate, Slo, Progress | None], Knobs]
+"""What :func:`search` is: (start, dial, dimensions, evaluate, slo, progress) -> the winner."""
+
+
+def rank(figures: Figures, slo: Slo) -> tuple[int, float, float]:
+    """What the winner is the least of: feasible before infeasible; then the cheaper, or the less
+    under-provisioned."""
+    if slo.met(figures):
+        return (0, figures.replica_hours, figures.under_pct)
+    return (1, figures.under_pct, figures.replica_hours)
+
 
 def search(
     start: Knobs,
@@ -170,12 +181,8 @@ def search(
             seen[knobs] = evaluate(knobs)
         return seen[knobs]
 
-    def rank(knobs: Knobs) -> tuple[int, float, float]:
-        """Feasible before infeasible; then the cheaper, or the less under-provisioned."""
-        found = figures(knobs)
-        if slo.met(found):
-            return (0, found.replica_hours, found.under_pct)
-        return (1, found.under_pct, found.replica_hours)
+    def ranked(knobs: Knobs) -> tuple[int, float, float]:
+        return rank(figures(knobs), slo)
 
     def solve_dial(shape: Knobs, bound: float) -> Knobs:
         """The best point of ``shape``'s dial, stepping from its current targetQuantile. Stepping up
@@ -194,7 +201,7 @@ def search(
                 tried.append(higher := replace(shape, target_quantile=ladder[index]))
                 if slo.met(figures(higher)):
                     break
-        return min(tried, key=rank)
+        return min(tried, key=ranked)
 
     def bound(knobs: Knobs) -> float:
         found = figures(knobs)
@@ -206,7 +213,7 @@ def search(
         incumbent = best
         for done, (dimension, value) in enumerate(moves, start=1):
             candidate = solve_dial(dimension.set(best, value), bound(best))
-            if rank(candidate) < rank(best):
+            if ranked(candidate) < ranked(best):
                 best = candidate
             if progress is not None:
                 progress(f"search, pass {number}", done, len(moves))

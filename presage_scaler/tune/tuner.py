@@ -33,7 +33,7 @@ from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
 from presage_scaler.tune.prepared import Forecasts, Prepared, forecast, prepare
 from presage_scaler.tune.replay import replay
-from presage_scaler.tune.search import Figures, Slo, search, spells
+from presage_scaler.tune.search import Figures, Searcher, Slo, search, spells
 from presage_scaler.tune.space import space_for
 from presage_scaler.tune.split import Split, split
 
@@ -251,9 +251,10 @@ def _prefix(trace: Trace, steps: int) -> Trace:
     return replace(trace, values=trace.values[:steps], gaps=trace.gaps[:steps])
 
 
-def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> TuneResult:
+def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None, searcher: Searcher = search) -> TuneResult:
     """Search the knobs (:mod:`presage_scaler.tune.space`) for the cheapest spec meeting ``setup.slo``
-    in-sample, and report every candidate on both parts.
+    in-sample, and report every candidate on both parts. ``searcher`` is what moves through the space
+    (a benchmark swaps in an exhaustive one to measure what the search misses).
 
     Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from
     the trace (maxReplicas) and the oracle the in-sample cost is measured against see only the trace
@@ -291,7 +292,7 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
             stack.callback(pool.shutdown, cancel_futures=True)
             candidates.start(pool, others, base)
-        chosen = search(base, space.dial, space.dimensions, candidates.in_sample, setup.slo, progress)
+        chosen = searcher(base, space.dial, space.dimensions, candidates.in_sample, setup.slo, progress)
     held_out = slice(parts.held_out_from, parts.end)
     capacity = {
         "chosen": candidates.simulation(chosen).ready[held_out] * base_plan.per_replica,

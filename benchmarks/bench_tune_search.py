@@ -1,0 +1,120 @@
+"""What ``presage tune``'s search misses, and how much its choice can be trusted, on a short trace.
+
+Run: ``.venv/bin/python benchmarks/bench_tune_search.py [TRACES_DIR] [--only NAME ...] [--jobs N]`` (default: the
+ELB trace, whose choice is made on two days; every candidate of a trace is replayed, so a 16-day
+one-minute trace takes about half an hour). Per trace, set up as ``benchmarks/bench_tune.py`` sets
+it up, it tunes twice: with the coordinate descent ``presage tune`` uses, and with every candidate of
+the same space (every shape at every targetQuantile). It prints
+
+- how much dearer in-sample the descent's choice is than the cheapest candidate meeting the service
+  level in-sample (0 % when the descent finds it), and how many candidates each replayed;
+- the *near-optimal* candidates: those meeting the service level in-sample within NEAR of the
+  cheapest's replica-hours, which the part chosen on cannot tell apart, with the spread of their
+  held-out figures and how many of them meet ``bench_tune.py``'s goals for the trace. That spread is
+  what the choice of one of them is uncertain by, whatever search makes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shlex
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import backtest_traces
+import bench_tune
+
+from presage_scaler.backtest.trace import load_csv
+from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.search import Dimension, Evaluate, Progress, Slo, rank
+from presage_scaler.tune.tuner import Trial, TuneResult
+
+DEFAULT_TRACES = ("nab_elb_request_count_5m",)
+NEAR = 0.05
+"""Candidates within this share of the cheapest feasible one's in-sample replica-hours."""
+
+
+def every_candidate(
+    start: Knobs,
+    dial: Sequence[float],
+    dimensions: Sequence[Dimension],
+    evaluate: Evaluate,
+    slo: Slo,
+    progress: Progress | None = None,
+) -> Knobs:
+    """A :data:`presage_scaler.tune.search.Searcher` that replays the whole space and returns its
+    best, ranked as the search ranks."""
+    shapes = list(itertools.product(*(dimension.values for dimension in dimensions)))
+    ranked = {}
+    for done, values in enumerate(shapes, start=1):
+        shape = start
+        for dimension, value in zip(dimensions, values, strict=True):
+            shape = dimension.set(shape, value)
+        for quantile in dial:
+            knobs = replace(shape, target_quantile=quantile)
+            ranked[knobs] = rank(evaluate(knobs), slo)
+        if progress is not None:
+            progress("every candidate", done, len(shapes))
+    return min(ranked, key=ranked.__getitem__)
+
+
+def spread(values: Sequence[float], unit: str, digits: int) -> str:
+    low, middle, high = (f"{value:.{digits}f}{unit}" for value in (min(values), statistics.median(values), max(values)))
+    return f"{low} to {high} (median {middle})"
+
+
+def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
+    slo = whole.slo
+    feasible = sorted((t for t in whole.trials if slo.met(t.in_sample)), key=lambda t: t.in_sample.replica_hours)
+    if not feasible:
+        return [f"- {name}: no candidate meets the service level in-sample"]
+    best = feasible[0]
+    gap = descent.chosen.in_sample.replica_hours / best.in_sample.replica_hours - 1
+    near: list[Trial] = [t for t in feasible if t.in_sample.replica_hours <= best.in_sample.replica_hours * (1 + NEAR)]
+    limit = bench_tune.COST_LIMITS.get(name)
+    meeting = [
+        t
+        for t in near
+        if t.held_out.under_pct <= bench_tune.UNDER_LIMIT_PCT and (limit is None or t.held_out.cost_vs_oracle <= limit)
+    ]
+    goals = f"≤ {bench_tune.UNDER_LIMIT_PCT:g} % short" + ("" if limit is None else f" and ≤ {limit:g}×")
+    return [
+        f"- **{name}**, {whole.split.describe()}:",
+        f"  - the search's choice: {descent.chosen.in_sample.cost_vs_oracle:.3f}× in-sample, "
+        f"{gap:+.1%} against the cheapest of every candidate ({best.in_sample.cost_vs_oracle:.3f}×); "
+        f"{len(descent.trials)} candidates replayed against {len(whole.trials)}",
+        f"  - {len(near)} candidates meet the service level in-sample within {NEAR:.0%} of the cheapest; held "
+        f"out they are {spread([t.held_out.under_pct for t in near], ' %', 2)} short at "
+        f"{spread([t.held_out.cost_vs_oracle for t in near], '×', 2)} the oracle",
+        f"  - {len(meeting)} of them ({len(meeting) / len(near):.0%}) meet the goals held out ({goals}); the "
+        f"search's choice: {descent.chosen.held_out.under_pct:.2f} % at {descent.chosen.held_out.cost_vs_oracle:.3f}×",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("traces", nargs="?", type=Path, default=backtest_traces.DEFAULT_TRACES)
+    parser.add_argument("--only", nargs="+", default=list(DEFAULT_TRACES), metavar="NAME", help="trace names")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes per tuning run")
+    args = parser.parse_args()
+    missing = [name for name in args.only if not (args.traces / f"{name}.csv").exists()]
+    if missing:
+        print(f"not in {args.traces}: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    print(f"presage tune search benchmark, {datetime.now(UTC):%Y-%m-%d}\n")
+    print(f"    .venv/bin/python benchmarks/bench_tune_search.py {shlex.join(sys.argv[1:])}".rstrip() + "\n")
+    for name in args.only:
+        trace = load_csv(args.traces / f"{name}.csv")
+        descent, whole = bench_tune.tuned(trace, args.jobs), bench_tune.tuned(trace, args.jobs, every_candidate)
+        print("\n".join(report(name, descent, whole)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
