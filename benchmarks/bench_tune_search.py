@@ -8,8 +8,9 @@ the same space (every shape at every targetQuantile). It prints
 
 - how much dearer in-sample the descent's choice is than the cheapest candidate meeting the service
   level in-sample (0 % when the descent finds it), and how many candidates each replayed;
-- the *near-optimal* candidates: those meeting the service level in-sample within NEAR of the
-  cheapest's replica-hours, which the part chosen on cannot tell apart, with the spread of their
+- the *near-optimal* candidates: those meeting the service level in-sample within ALIKE (5 %) of the
+  cheapest's replica-hours (one per outcome; ``presage tune`` reports the same of the candidates its
+  search replayed), which the part chosen on cannot tell apart, with the spread of their
   held-out figures and how many of them meet ``bench_tune.py``'s goals for the trace. That spread is
   what the choice of one of them is uncertain by, whatever search makes it.
 """
@@ -20,7 +21,6 @@ import argparse
 import itertools
 import os
 import shlex
-import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -32,12 +32,11 @@ import bench_tune
 
 from presage_scaler.backtest.trace import load_csv
 from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.output import spread
 from presage_scaler.tune.search import Dimension, Evaluate, Progress, Slo, rank
-from presage_scaler.tune.tuner import Trial, TuneResult
+from presage_scaler.tune.tuner import ALIKE, TuneResult
 
 DEFAULT_TRACES = ("nab_elb_request_count_5m",)
-NEAR = 0.05
-"""Candidates within this share of the cheapest feasible one's in-sample replica-hours."""
 
 
 def every_candidate(
@@ -64,19 +63,12 @@ def every_candidate(
     return min(ranked, key=ranked.__getitem__)
 
 
-def spread(values: Sequence[float], unit: str, digits: int) -> str:
-    low, middle, high = (f"{value:.{digits}f}{unit}" for value in (min(values), statistics.median(values), max(values)))
-    return f"{low} to {high} (median {middle})"
-
-
 def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
-    slo = whole.slo
-    feasible = sorted((t for t in whole.trials if slo.met(t.in_sample)), key=lambda t: t.in_sample.replica_hours)
-    if not feasible:
+    if not whole.met:
         return [f"- {name}: no candidate meets the service level in-sample"]
-    best = feasible[0]
+    best = whole.chosen
     gap = descent.chosen.in_sample.replica_hours / best.in_sample.replica_hours - 1
-    near: list[Trial] = [t for t in feasible if t.in_sample.replica_hours <= best.in_sample.replica_hours * (1 + NEAR)]
+    near = whole.alike
     limit = bench_tune.COST_LIMITS.get(name)
     meeting = [
         t
@@ -89,8 +81,8 @@ def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
         f"  - the search's choice: {descent.chosen.in_sample.cost_vs_oracle:.3f}× in-sample, "
         f"{gap:+.1%} against the cheapest of every candidate ({best.in_sample.cost_vs_oracle:.3f}×); "
         f"{len(descent.trials)} candidates replayed against {len(whole.trials)}",
-        f"  - {len(near)} candidates meet the service level in-sample within {NEAR:.0%} of the cheapest; held "
-        f"out they are {spread([t.held_out.under_pct for t in near], ' %', 2)} short at "
+        f"  - {len(near)} candidates (distinct outcomes) meet the service level in-sample within {ALIKE:.0%} of the "
+        f"cheapest; held out they are {spread([t.held_out.under_pct for t in near], ' %', 2)} short at "
         f"{spread([t.held_out.cost_vs_oracle for t in near], '×', 2)} the oracle",
         f"  - {len(meeting)} of them ({len(meeting) / len(near):.0%}) meet the goals held out ({goals}); the "
         f"search's choice: {descent.chosen.held_out.under_pct:.2f} % at {descent.chosen.held_out.cost_vs_oracle:.3f}×",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import yaml
@@ -14,7 +15,7 @@ from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_S
 from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.search import CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
-from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
+from presage_scaler.tune.tuner import ALIKE, Outcome, Trial, TuneResult
 
 DEFAULT_NAME = "tuned"
 """The PredictiveScaler's name when the starting spec came without metadata."""
@@ -68,6 +69,28 @@ def judged(figures: Figures) -> str:
         if recent.under_bound_pct:
             text += f", judged at {recent.under_bound_pct:.2f} %"
     return text
+
+
+def spread(values: list[float], unit: str, digits: int) -> str:
+    """The range of ``values`` and their median, e.g. ``0.69–1.52 % (median 1.17 %)``."""
+    low, middle, high = (f"{value:.{digits}f}{unit}" for value in (min(values), median(values), max(values)))
+    return f"{low}–{high} (median {middle})"
+
+
+def alike(result: TuneResult) -> str | None:
+    """What the candidates nearly as cheap as the chosen one did held out (:attr:`TuneResult.alike`);
+    None when no other candidate was."""
+    trials = result.alike
+    if len(trials) < 2:
+        return None
+    under = spread([t.held_out.under_pct for t in trials], " %", 2)
+    cost = spread([t.held_out.cost_vs_oracle for t in trials], "x", 2)
+    others = len(trials) - 1
+    return (
+        f"{others} other candidate{'s' if others > 1 else ''} replayed met it in-sample for at most {ALIKE:.0%} "
+        f"more replica-hours; held out, these and the chosen spec were {under} under-provisioned at {cost} the "
+        "oracle"
+    )
 
 
 def _spells(count: int) -> str:
@@ -130,6 +153,10 @@ def document(result: TuneResult) -> dict[str, Any]:
         "split": result.split.as_dict(),
         "met": result.met,
         "default_is_best": result.chosen.knobs == result.default.knobs,
+        "alike": {
+            "within_pct": 100 * ALIKE,
+            "candidates": [trial.knobs.as_dict() for trial in result.alike],
+        },
         "chosen": _trial(result.chosen, result),
         "default": _trial(result.default, result),
         "reactive": {"in_sample": result.reactive.in_sample.as_dict(), "held_out": result.reactive.held_out.as_dict()},
@@ -193,6 +220,7 @@ def table(result: TuneResult) -> str:
         "",
         f"chosen: {_changes(result)}",
         judged(result.chosen.in_sample),
+        *filter(None, [alike(result)]),
         verdict(result),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",

@@ -71,6 +71,11 @@ class Trial(Outcome):
     knobs: Knobs
 
 
+ALIKE = 0.05
+"""Candidates that met the service level in-sample for at most this share more replica-hours than the
+chosen one are reported beside it (:attr:`TuneResult.alike`)."""
+
+
 @dataclass(frozen=True)
 class TuneResult:
     """Everything a tuning run found."""
@@ -103,6 +108,22 @@ class TuneResult:
     def met(self) -> bool:
         """Whether the chosen spec met the service level in-sample."""
         return self.slo.met(self.chosen.in_sample)
+
+    @property
+    def alike(self) -> tuple[Trial, ...]:
+        """The candidates replayed, the chosen one among them, that met the service level in-sample for
+        at most ALIKE more replica-hours than the chosen one (none when it did not meet it), one per
+        outcome (knobs that cannot differ on this trace replay alike). What they did held out is how
+        far the chosen spec's own held-out figures could as well have landed: the part chosen on ranks
+        them by a few percent, on the few spells in which they are short."""
+        if not self.met:
+            return ()
+        limit = self.chosen.in_sample.replica_hours * (1 + ALIKE)
+        outcomes: dict[tuple[Figures, Figures], Trial] = {}
+        for trial in self.trials:
+            if self.slo.met(trial.in_sample) and trial.in_sample.replica_hours <= limit:
+                outcomes.setdefault((trial.in_sample, trial.held_out), trial)
+        return tuple(outcomes.values())
 
     def chosen_spec(self) -> PredictiveScalerSpec:
         return self.chosen.knobs.spec(self.base_wire)

@@ -20,7 +20,8 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
-from presage_scaler.tune.output import table, verdict
+from presage_scaler.tune.output import alike as alike_line
+from presage_scaler.tune.output import document, table, verdict
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay
 from presage_scaler.tune.search import Slo
@@ -89,6 +90,28 @@ def test_forecasting_in_worker_processes_changes_nothing(result, trace):
     assert [(t.knobs, t.in_sample, t.held_out) for t in parallel.trials] == [
         (t.knobs, t.in_sample, t.held_out) for t in result.trials
     ]
+
+
+def test_the_candidates_nearly_as_cheap_as_the_chosen_one_are_reported_with_their_held_out_figures(result):
+    chosen = result.chosen.in_sample
+    within = [
+        t for t in result.trials if SLO.met(t.in_sample) and t.in_sample.replica_hours <= 1.05 * chosen.replica_hours
+    ]
+    alike = result.alike
+    # One per outcome, every outcome within 5 % of the chosen spec's cost, the chosen one's among them.
+    assert {(t.in_sample, t.held_out) for t in alike} == {(t.in_sample, t.held_out) for t in within}
+    assert len(alike) == len({(t.in_sample, t.held_out) for t in alike})
+    assert (result.chosen.in_sample, result.chosen.held_out) in {(t.in_sample, t.held_out) for t in alike}
+    assert len(alike) >= 3, "the daily trace has several candidates within 5 % of the cheapest"
+    line = next(line for line in table(result).splitlines() if "other candidates replayed met it" in line)
+    costs = sorted(t.held_out.cost_vs_oracle for t in alike)
+    assert line.startswith(f"{len(alike) - 1} other candidates replayed met it in-sample for at most 5% more")
+    assert f"{costs[0]:.2f}x–{costs[-1]:.2f}x" in line
+    assert document(result)["alike"] == {"within_pct": 5.0, "candidates": [t.knobs.as_dict() for t in alike]}
+    # Nothing is reported beside a choice that did not meet the service level.
+    unmet = replace(result, slo=Slo(0.0001))
+    assert not unmet.met and unmet.alike == ()
+    assert alike_line(unmet) is None
 
 
 def test_verdict_says_when_the_start_was_already_the_best(result):
