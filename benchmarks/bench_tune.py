@@ -31,7 +31,7 @@ from bench_seasonal_naive import demand
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
 from presage_scaler.backtest.runner import Setup, run_backtest
 from presage_scaler.backtest.trace import Trace, load_csv
-from presage_scaler.tune.output import verdict
+from presage_scaler.tune.output import alike, verdict
 from presage_scaler.tune.search import Figures, Searcher, Slo, search
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 
@@ -166,7 +166,7 @@ def main() -> int:
         )
     print("\nWhat each run said:\n")
     for name, result in results.items():
-        print(f"- {name}: {verdict(result)}")
+        print(f"- {name}: {verdict(result)}" + (f" {line}." if (line := alike(result)) else ""))
     print("\nGoals (held-out figures):\n")
     print("\n".join(goals(results)))
     print("\nSpeed:\n")
