@@ -310,9 +310,9 @@ def _spacing(step: timedelta) -> int:
     return max(1, math.floor(SPAN / MAX_FORECASTS / step + 0.5))
 
 
-def _analog(step: timedelta) -> int:
-    """ANALOG in steps of the signal."""
-    return max(1, round(ANALOG / step))
+def _in_steps(span: timedelta, step: timedelta) -> int:
+    """``span`` in steps of the signal, at least one."""
+    return max(1, round(span / step))
 
 
 def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
@@ -329,7 +329,7 @@ def _hindcast_offsets(window: int, step: timedelta) -> np.ndarray:
     spacing = _spacing(step)
     count = min(MAX_FORECASTS, max(1, SPAN // step) // spacing + 1)
     offsets = window + spacing * np.arange(count)
-    analog = _analog(step)
+    analog = _in_steps(ANALOG, step)
     if analog >= window and not (offsets == analog).any():
         offsets = np.sort(np.append(offsets, analog))
     offsets.flags.writeable = False
@@ -506,14 +506,14 @@ def window_forecasts(
     yesterdays_then, yesterdays_now = np.zeros(0), np.zeros(len(spans))
     past_scales, scales = np.zeros(0), np.full(len(spans), np.nan)
     peaks_then, peaks_now = np.zeros(0), np.zeros(len(spans))
-    day = _analog(step)
+    day = _in_steps(ANALOG, step)
     if len(scored.origins):
         past_scales, scales = _scales(values, step, scored, spans)
         realised, yesterdays_then, yesterdays_now = _observed(values, scored, begins, ends, window, day)
-        hour = _level_steps(step)
+        hour = _in_steps(LEVEL_WINDOW, step)
         levels_then = trailing_means(values, scored.origins, begins[scored.owners], hour)
         levels_now = trailing_means(values, ends, begins, hour)
-        recent = _peak_steps(step)
+        recent = _in_steps(RECENT_PEAK, step)
         peaks_then = trailing_maxima(values, scored.origins, begins[scored.owners], recent)
         peaks_now = trailing_maxima(values, ends, begins, recent)
     low = int(begins.min())
@@ -607,19 +607,9 @@ def _observed(
     return maxima[:count], maxima[count : 2 * count], maxima[2 * count :]
 
 
-def _level_steps(step: timedelta) -> int:
-    """LEVEL_WINDOW in steps of the signal, at least one."""
-    return max(1, round(LEVEL_WINDOW / step))
-
-
 def _saving(base: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """How much less ``cost`` is than ``base``, as a share of ``base``."""
     return (base - cost) / np.maximum(np.abs(base), np.finfo(np.float64).tiny)
-
-
-def _peak_steps(step: timedelta) -> int:
-    """RECENT_PEAK in steps of the signal, at least one."""
-    return max(1, round(RECENT_PEAK / step))
 
 
 @dataclass(frozen=True)
