@@ -31,7 +31,7 @@ from bench_seasonal_naive import demand
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
 from presage_scaler.backtest.runner import Setup, run_backtest
 from presage_scaler.backtest.trace import Trace, load_csv
-from presage_scaler.tune.output import alike, verdict
+from presage_scaler.tune.output import alike_line, verdict
 from presage_scaler.tune.search import Figures, Searcher, Slo, search
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 
@@ -82,6 +82,13 @@ def timed(call: object) -> tuple[object, Timing]:
     began, spent = time.perf_counter(), cpu()
     value = call()  # type: ignore[operator]
     return value, Timing(time.perf_counter() - began, cpu() - spent)
+
+
+def meets_goals(name: str, held_out: Figures) -> bool:
+    """Whether held-out figures of the trace ``name`` are within its goals (under-provisioning, and
+    cost where the trace has a limit)."""
+    limit = COST_LIMITS.get(name)
+    return held_out.under_pct <= UNDER_LIMIT_PCT and (limit is None or held_out.cost_vs_oracle <= limit)
 
 
 def goals(results: dict[str, TuneResult]) -> list[str]:
@@ -166,7 +173,7 @@ def main() -> int:
         )
     print("\nWhat each run said:\n")
     for name, result in results.items():
-        print(f"- {name}: {verdict(result)}" + (f" {line}." if (line := alike(result)) else ""))
+        print(f"- {name}: {verdict(result)}" + (f" {line}." if (line := alike_line(result)) else ""))
     print("\nGoals (held-out figures):\n")
     print("\n".join(goals(results)))
     print("\nSpeed:\n")

@@ -70,11 +70,7 @@ def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
     gap = descent.chosen.in_sample.replica_hours / best.in_sample.replica_hours - 1
     near = whole.alike
     limit = bench_tune.COST_LIMITS.get(name)
-    meeting = [
-        t
-        for t in near
-        if t.held_out.under_pct <= bench_tune.UNDER_LIMIT_PCT and (limit is None or t.held_out.cost_vs_oracle <= limit)
-    ]
+    meeting = [t for t in near if bench_tune.meets_goals(name, t.held_out)]
     goals = f"≤ {bench_tune.UNDER_LIMIT_PCT:g} % short" + ("" if limit is None else f" and ≤ {limit:g}×")
     return [
         f"- **{name}**, {whole.split.describe()}:",

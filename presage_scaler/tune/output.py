@@ -77,7 +77,7 @@ def spread(values: list[float], unit: str, digits: int) -> str:
     return f"{low}–{high} (median {middle})"
 
 
-def alike(result: TuneResult) -> str | None:
+def alike_line(result: TuneResult) -> str | None:
     """What the candidates nearly as cheap as the chosen one did held out (:attr:`TuneResult.alike`);
     None when no other candidate was."""
     trials = result.alike
@@ -220,7 +220,7 @@ def table(result: TuneResult) -> str:
         "",
         f"chosen: {_changes(result)}",
         judged(result.chosen.in_sample),
-        *filter(None, [alike(result)]),
+        *filter(None, [alike_line(result)]),
         verdict(result),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",

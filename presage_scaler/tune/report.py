@@ -20,7 +20,7 @@ import yaml
 from plotly.subplots import make_subplots
 
 from presage_scaler.backtest import plots
-from presage_scaler.tune.output import alike, judged, manifests, verdict
+from presage_scaler.tune.output import alike_line, judged, manifests, verdict
 from presage_scaler.tune.search import Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
@@ -194,7 +194,7 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
         _lead(f"The cheapest policy found with {escape(result.slo.describe())}. {escape(result.split.describe())}."),
         _lead(f"<b>{escape(verdict(result))}</b>"),
         _lead(f"The chosen spec, {escape(judged(result.chosen.in_sample))}."),
-        *([_lead(f"{escape(line)}.")] if (line := alike(result)) else []),
+        *([_lead(f"{escape(line)}.")] if (line := alike_line(result)) else []),
         plots.table(_figures_rows(result), header),
         "<h2>Where does the chosen spec sit among the candidates?</h2>",
         _lead(

@@ -20,8 +20,7 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
-from presage_scaler.tune.output import alike as alike_line
-from presage_scaler.tune.output import document, table, verdict
+from presage_scaler.tune.output import alike_line, document, table, verdict
 from presage_scaler.tune.prepared import forecast, prepare
 from presage_scaler.tune.replay import replay
 from presage_scaler.tune.search import Slo
