@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Literal
 
 from presage_scaler.api import quantities
+from presage_scaler.api.constraints import Constraint
 from presage_scaler.api.quantities import nanoseconds
 from presage_scaler.api.schema import (
     APIModel,
@@ -42,16 +43,6 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 # Conditions are keyed by type, as in every Kubernetes API.
 _CONDITION_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-
-CONSTRAINTS = (
-    "MinReplicas",
-    "MaxReplicas",
-    "ReactiveFloor",
-    "ForecastUncertainty",
-    "ScaleDownWindow",
-    "MaxScaleUpRate",
-    "MaxScaleDownRate",
-)
 
 # Shadow scoring keeps a bounded amount of state in status: hourly buckets over a day, and the
 # recommendations still waiting for their scored moment.
@@ -564,9 +555,9 @@ class RecommendationBreakdown(APIModel):
         default=None,
     )
     constraint: str | None = field(
-        'Constraint names the binding constraint, if any: one of "MinReplicas", "MaxReplicas", '
-        '"ReactiveFloor", "ForecastUncertainty", "ScaleDownWindow", "MaxScaleUpRate", "MaxScaleDownRate", '
-        'or "" when the forecast bound.',
+        "Constraint names the binding constraint, if any: one of "
+        + ", ".join(f'"{c}"' for c in Constraint)
+        + ', or "" when the forecast bound.',
         default=None,
     )
     predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")

@@ -9,13 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from presage_scaler.api.constraints import FORECAST, Constraint
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import PolicySpec
 from presage_scaler.backtest.replay import PresageRecord
 from presage_scaler.series.rolling import window_maxima
-
-FORECAST = "Forecast"
-"""The name a decision's binding constraint gets when the forecast itself set the count."""
 
 DOMINANT_SHARE = 0.5
 """A constraint that decided more than this share of the decisions is called out."""
@@ -75,26 +73,26 @@ def _sentence(constraint: str, policy: PolicySpec) -> str:
     guard = policy.scale_down_uncertainty_guard
     stabilization = policy.stabilization
     reasons = {
-        "ForecastUncertainty": (
+        Constraint.FORECAST_UNCERTAINTY: (
             f"this signal is too noisy for maxRelativeSpread {guard.max_relative_spread:g}, so capacity is held at its "
             "peaks; a larger maxRelativeSpread (or the guard disabled) releases it, at the risk the guard exists for"
         ),
-        "ScaleDownWindow": (
+        Constraint.SCALE_DOWN_WINDOW: (
             f"every release waits {format_duration(stabilization.scale_down_window)} (scaleDownWindow); a shorter "
             "window follows falling demand sooner"
         ),
-        "ReactiveFloor": (
+        Constraint.REACTIVE_FLOOR: (
             "current demand plus the floor's buffer was above the forecast: the forecast trails the signal, or "
             "bufferSize is large"
         ),
-        "MaxScaleUpRate": (
+        Constraint.MAX_SCALE_UP_RATE: (
             f"maxScaleUpRate {stabilization.max_scale_up_rate} held back scale-ups the forecast asked for"
         ),
-        "MaxScaleDownRate": (
+        Constraint.MAX_SCALE_DOWN_RATE: (
             f"maxScaleDownRate {stabilization.max_scale_down_rate} slowed releases the forecast allowed"
         ),
-        "MaxReplicas": f"maxReplicas {policy.max_replicas} capped what the forecast asked for",
-        "MinReplicas": f"minReplicas {policy.min_replicas} kept more than the forecast asked for",
+        Constraint.MAX_REPLICAS: f"maxReplicas {policy.max_replicas} capped what the forecast asked for",
+        Constraint.MIN_REPLICAS: f"minReplicas {policy.min_replicas} kept more than the forecast asked for",
     }
     return reasons[constraint]
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
 
+from presage_scaler.api.constraints import FORECAST
 from presage_scaler.api.quantities import plain_number
 from presage_scaler.api.types import PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
@@ -18,7 +19,6 @@ from presage_scaler.engine.leadtime import steps_for
 from presage_scaler.engine.shadow import ShadowSummary
 from presage_scaler.observability.metrics import (
     CONSTRAINT_LABELS,
-    FORECAST_CONSTRAINT,
     MAX_PROJECTED_OFFSETS,
     POINT_QUANTILE,
     Outcome,
@@ -65,7 +65,7 @@ def record_evaluation(
         put(metrics.binding_signal, signal.name == binding, signal.name)
     for data in rec.data:
         put(metrics.signal_capacity, data.capacity, data.spec.name)
-    constraint = rec.breakdown.constraint or FORECAST_CONSTRAINT
+    constraint = rec.breakdown.constraint or FORECAST
     for label in CONSTRAINT_LABELS:
         put(metrics.binding_constraint, label == constraint, label)
     metrics.replace((namespace, name), "evaluation", values)

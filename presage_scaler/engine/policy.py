@@ -45,7 +45,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Literal
 
+from presage_scaler.api.constraints import Constraint
 from presage_scaler.api.quantities import Amount
 from presage_scaler.api.types import PolicySpec
 
@@ -102,7 +104,8 @@ class Decision:
     predictive: int
     reactive: int | None
     binding_signal: str
-    constraint: str
+    constraint: Constraint | Literal[""]
+    """The constraint that bound, ``""`` when the forecast alone decided."""
     signals: tuple[SignalDecision, ...]
     relative_spread: float
     state: PolicyState
@@ -168,13 +171,14 @@ def decide(
     binding_index = max(range(len(per_signal)), key=lambda i: (per_signal[i].replicas, -i))
     binding = signals[binding_index]
     predictive = per_signal[binding_index].replicas
-    number, constraint = predictive, ""
+    number = predictive
+    constraint: Constraint | Literal[""] = ""
 
     reactive = None
     if policy.reactive_floor.enabled:
         reactive = max(1, *(d.reactive_replicas for d in per_signal))
         if reactive > number:
-            number, constraint = reactive, "ReactiveFloor"
+            number, constraint = reactive, Constraint.REACTIVE_FLOOR
 
     spread = relative_spread(binding.upper, binding.lower)
     candidate_since = None
@@ -185,19 +189,19 @@ def decide(
         guard = policy.scale_down_uncertainty_guard
         window = policy.stabilization.scale_down_window
         if guard.enabled and spread > guard.max_relative_spread:
-            number, constraint = current_replicas, "ForecastUncertainty"
+            number, constraint = current_replicas, Constraint.FORECAST_UNCERTAINTY
         elif now - candidate_since < window:
-            number, constraint = current_replicas, "ScaleDownWindow"
+            number, constraint = current_replicas, Constraint.SCALE_DOWN_WINDOW
 
     if number > (ceiling := scale_up_ceiling(current_replicas, policy)):
-        number, constraint = ceiling, "MaxScaleUpRate"
+        number, constraint = ceiling, Constraint.MAX_SCALE_UP_RATE
     elif number < (floor := scale_down_floor(current_replicas, policy)):
-        number, constraint = floor, "MaxScaleDownRate"
+        number, constraint = floor, Constraint.MAX_SCALE_DOWN_RATE
 
     if number > policy.max_replicas:
-        number, constraint = policy.max_replicas, "MaxReplicas"
+        number, constraint = policy.max_replicas, Constraint.MAX_REPLICAS
     if number < policy.min_replicas:
-        number, constraint = policy.min_replicas, "MinReplicas"
+        number, constraint = policy.min_replicas, Constraint.MIN_REPLICAS
 
     new_state = replace(
         state,

@@ -27,13 +27,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from presage_scaler.api.constraints import FORECAST, Constraint
 from presage_scaler.api.reasons import FAILURES
-from presage_scaler.api.types import CONSTRAINTS
 
 SCALER = ("namespace", "scaler")
-FORECAST_CONSTRAINT = "Forecast"
-"""The ``constraint`` label value when the forecast itself bound (``breakdown.constraint == ""``)."""
-CONSTRAINT_LABELS = (FORECAST_CONSTRAINT, *CONSTRAINTS)
+CONSTRAINT_LABELS = (FORECAST, *Constraint)
+"""The ``constraint`` label values of ``presage_binding_constraint``."""
 ERROR_REASONS: frozenset[str] = frozenset(FAILURES)
 """Evaluation error reasons exported as themselves; any other reason is counted as ``Other``."""
 OTHER_REASON = "Other"

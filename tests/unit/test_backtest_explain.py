@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from presage_scaler.api.types import CONSTRAINTS, PolicySpec
-from presage_scaler.backtest.explain import FORECAST, coverage, note
+from presage_scaler.api.constraints import FORECAST, Constraint
+from presage_scaler.api.types import PolicySpec
+from presage_scaler.backtest.explain import coverage, note
 from presage_scaler.backtest.replay import PresageRecord
 
 POLICY = PolicySpec(max_replicas=10)
 
 
-@pytest.mark.parametrize("constraint", CONSTRAINTS)
+@pytest.mark.parametrize("constraint", Constraint)
 def test_every_constraint_has_a_sentence_when_it_dominates(constraint):
     sentence = note({constraint: 0.7, FORECAST: 0.3}, POLICY)
     assert sentence.startswith(f"{constraint} held 70 % of decisions: ")
