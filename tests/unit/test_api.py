@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
 
-from presage_scaler.api import quantities
+from presage_scaler.api import docgen, quantities
 from presage_scaler.api.crdgen import crd
 from presage_scaler.api.docgen import render_reference
 from presage_scaler.api.parse import SpecError, parse
@@ -228,17 +230,89 @@ def test_wire_round_trip_is_stable():
 # --- generated files ---------------------------------------------------------------------------
 
 
-def _sections(text: str) -> dict[str, list[str]]:
-    """Section heading → its description and table rows, for the reference format."""
-    sections: dict[str, list[str]] = {}
+class Row(NamedTuple):
+    field: str
+    type: str
+    required: str
+    default: str
+    description: str
+
+
+class Section(NamedTuple):
+    """One section of the reference: its paragraphs and its table's rows."""
+
+    paragraphs: list[str]
+    rows: list[Row]
+
+
+SEED_HEADER = "Field\tType\tRequired\tDescription"
+REFERENCE_COLUMNS = ["Field", "Type", "Required", "Default", "Description"]
+# The seed ends a field's description with its default, which the reference gives its own column.
+SEED_DEFAULT = re.compile(r"^(?:(?P<description>.*) )?Default: (?P<default>.*)\.$")
+
+
+def _seed_row(line: str) -> Row:
+    field, type_, required, description = [*line.split("\t"), "", "", ""][:4]
+    default = ""
+    if match := SEED_DEFAULT.match(description):
+        description, default = match["description"] or "", match["default"]
+    return Row(field, type_, required, default, description)
+
+
+def _seed_sections(text: str) -> dict[str, Section]:
+    """Section heading → its paragraphs and rows, for the seed's tab-separated format."""
+    sections: dict[str, Section] = {}
     current = None
     for block in text.strip().split("\n\n"):
-        first = block.split("\n")[0]
+        lines = block.split("\n")
+        first = lines[0]
         if first.startswith(("PredictiveScaler", "ForecastBackend")) and "\t" not in first and " " not in first:
-            current = first
-            sections[current] = []
+            current = sections[first] = Section([], [])
+        elif current is not None and first == SEED_HEADER:
+            current.rows.extend(_seed_row(line) for line in lines[1:])
         elif current is not None:
-            sections[current] += block.split("\n")
+            current.paragraphs.extend(lines)
+    return sections
+
+
+CODE = re.compile(r"^`([^`]*)`$")
+LINKED = re.compile(r"^\[(?P<text>[^\]]*)\]\(#(?P<anchor>[^)]*)\)$")
+
+
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells, with ``\\|`` and ``<br>`` read back as ``|`` and newline."""
+    assert line.startswith("| ") and line.endswith(" |"), line
+    return [cell.strip().replace("\\|", "|").replace("<br>", "\n") for cell in re.split(r"(?<!\\)\|", line[1:-1])]
+
+
+def _plain(cell: str) -> str:
+    """A cell's text without the link around it or the code span it is set in."""
+    if match := LINKED.match(cell):
+        cell = match["text"]
+    if match := CODE.match(cell):
+        cell = match[1]
+    return cell
+
+
+def _reference_row(line: str) -> Row:
+    field, type_, required, default, description = _cells(line)
+    return Row(_plain(field), _plain(type_), required, _plain(default), description)
+
+
+def _reference_sections(text: str) -> dict[str, Section]:
+    """Section heading → its paragraphs and rows, for the generated Markdown reference."""
+    sections: dict[str, Section] = {}
+    current = None
+    for block in text.strip().split("\n\n"):
+        lines = block.split("\n")
+        if heading := re.match(r"^#+ (.+)$", block):
+            current = sections[heading[1]] = Section([], [])
+        elif current is not None and lines[0].startswith("|"):
+            header, rule, *rows = lines
+            assert _cells(header) == REFERENCE_COLUMNS and set(_cells(rule)) == {"---"}, block
+            current.rows.extend(_reference_row(row) for row in rows)
+        elif current is not None:
+            current.paragraphs.extend(lines)
     return sections
 
 
@@ -248,11 +322,25 @@ def test_seed_copy_matches_the_shared_contract():
 
 
 def test_reference_contains_every_line_of_the_seed():
-    seed, generated = _sections(SEED.read_text()), _sections(render_reference())
+    """Every section of the seed, in order, with every paragraph and every row: field, type,
+    required flag, default and description."""
+    seed, generated = _seed_sections(SEED.read_text()), _reference_sections(render_reference())
     assert list(seed) == [s for s in generated if s in seed], "section order differs from the seed"
-    for name, lines in seed.items():
-        missing = [line for line in lines if line not in generated.get(name, [])]
+    for name, section in seed.items():
+        missing = [p for p in section.paragraphs if p not in generated[name].paragraphs]
+        missing += [row for row in section.rows if row not in generated[name].rows]
         assert not missing, f"{name}: {missing}"
+
+
+def test_reference_links_lead_to_its_sections():
+    text = render_reference()
+    headings = {docgen.anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+    links = re.findall(r"\]\(#([^)]*)\)", text)
+    assert links and set(links) <= headings
+
+
+def test_reference_cells_escape_pipes_and_newlines():
+    assert _cells(docgen.table_row(["a|b", "one\ntwo"])) == ["a|b", "one\ntwo"]
 
 
 def test_generated_files_are_fresh():
