@@ -36,7 +36,9 @@ as means: one window differs from the next by as much as sharding does. On one m
 processes share its cores with the API server, etcd and Prometheus, so the figure that carries over
 to a cluster, where each replica has cores of its own, is CPU per evaluation per replica.
 
-Usage: python benchmarks/bench_controller.py [--scalers 1000] [--seconds 90] [--concurrency 64] [--shards 2]
+Usage: .venv/bin/python benchmarks/bench_controller.py [--scalers 1000] [--seconds 90] [--concurrency 64] [--shards 2];
+writes ``benchmarks/results/bench_controller.md`` (``--check`` verifies it), with the baseline measured
+before the runs as the machine's calibration.
 Target: 10,000 scalers at a 1 m interval on one replica, i.e. ~170 evaluations/s.
 """
 
@@ -61,6 +63,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import results
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.quantities import parse_duration
@@ -408,7 +412,15 @@ async def baseline_rate(prom_url: str, seconds: float, concurrency: int) -> tupl
     return rate, cpu_ms
 
 
-def main() -> None:
+PATHS = results.Table(("path", "evaluations/s", "CPU ms/eval"))
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=("evaluate() alone before the runs, evaluations/s", "its CPU ms/eval"),
+    sections=(results.Section("Throughput", (PATHS,)),),
+)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scalers", type=int, default=1000)
     parser.add_argument(
@@ -426,7 +438,10 @@ def main() -> None:
         "where the figure is whether the controller keeps up",
     )
     parser.add_argument("--shards", type=int, default=0, help="also measure this many sharing processes (0: no)")
+    results.add_check_argument(parser)
     args = parser.parse_args()
+    if args.check:
+        return results.check(LAYOUT)
     interval = parse_duration(args.interval).total_seconds()
     if interval >= 60 and args.seconds % interval:
         # Right after the warm-up every scaler's phase lies within it: a window of whole intervals
@@ -444,7 +459,8 @@ def main() -> None:
         plane.kubectl("apply", "-f", "-", input=json.dumps(seasonal_backend("bench")))
         started = time.perf_counter()
         plane.kubectl("apply", "-f", "-", input=objects(args.scalers, prom.url, args.interval), timeout=600)
-        print(f"created {args.scalers} Deployments + PredictiveScalers in {time.perf_counter() - started:.1f}s")
+        created = time.perf_counter() - started
+        print(f"created {args.scalers} Deployments + PredictiveScalers in {created:.1f}s", flush=True)
 
         def baseline() -> tuple[float, float]:
             return asyncio.run(baseline_rate(prom.url, min(args.seconds, 15.0), args.concurrency))
@@ -478,67 +494,65 @@ def main() -> None:
 
     base, base_cpu = (statistics.fmean(b[i] for b in baselines[:2]) for i in (0, 1))
     every_base_cpu = statistics.fmean(b[1] for b in baselines[1:])
-    print(f"{'path':<44} {'evaluations/s':>14} {'CPU ms/eval':>12}")
-    for when, (base_rate, base_ms) in zip(("before", "between", "after"), baselines, strict=True):
-        print(f"{f'baseline: evaluate() only, no Kubernetes ({when})':<44} {base_rate:>14.1f} {base_ms:>12.2f}")
-    print(f"{'controller: evaluate + status (watched counts)':<44} {rate:>14.1f} {cpu_ms:>12.2f}")
-    print(f"{'controller, every status written':<44} {every.rate:>14.1f} {every.cpu_ms:>12.2f}")
-    print(
-        f"ratio controller/baseline (the mean of the baselines before and after it): {rate / base:.2f} (rate), "
+    rows = [
+        (f"baseline: evaluate() only, no Kubernetes ({when})", f"{base_rate:.1f}", f"{base_ms:.2f}")
+        for when, (base_rate, base_ms) in zip(("before", "between", "after"), baselines, strict=True)
+    ]
+    rows += [
+        ("controller: evaluate + status (watched counts)", f"{rate:.1f}", f"{cpu_ms:.2f}"),
+        ("controller, every status written", f"{every.rate:.1f}", f"{every.cpu_ms:.2f}"),
+    ]
+    lines = [
+        f"- created {args.scalers} Deployments + PredictiveScalers in {created:.1f}s",
+        f"- ratio controller/baseline (the mean of the baselines before and after it): {rate / base:.2f} (rate), "
         f"{cpu_ms / base_cpu:.2f} (CPU per evaluation; goal <= 2: {'met' if cpu_ms / base_cpu <= 2 else 'NOT met'}); "
-        f"every status written: {every.cpu_ms / every_base_cpu:.2f}"
-    )
-    print(
-        f"status writes per evaluation: {run.writes_per_evaluation:.2f} (unchanged statuses held for the next "
+        f"every status written: {every.cpu_ms / every_base_cpu:.2f}",
+        f"- status writes per evaluation: {run.writes_per_evaluation:.2f} (unchanged statuses held for the next "
         f"evaluation) against {every.writes_per_evaluation:.2f}; {run.rate / every.rate:.2f}x the evaluations/s, "
-        f"{run.cpu_ms / every.cpu_ms:.2f}x the controller's CPU per evaluation"
-    )
+        f"{run.cpu_ms / every.cpu_ms:.2f}x the controller's CPU per evaluation",
+    ]
     bound = StalenessBound().max_age(timedelta(seconds=interval)).total_seconds()
-    print(
-        f"oldest recommendation served over the window (sampled every 5 s): {run.oldest_served.total_seconds():.0f} s, "
-        f"every status written: {every.oldest_served.total_seconds():.0f} s (KEDA's staleness bound at a "
-        f"{args.interval} interval: {bound:.0f} s)"
-    )
-    print(
-        f"evaluations in flight on average: {run.in_flight:.1f} of --concurrency {args.concurrency} (every status "
-        f"written: {every.in_flight:.1f}); at the concurrency they wait for a slot, below it for CPU or the servers"
-    )
-    print(f"one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost")
+    lines += [
+        f"- oldest recommendation served over the window (sampled every 5 s): "
+        f"{run.oldest_served.total_seconds():.0f} s, every status written: {every.oldest_served.total_seconds():.0f} s "
+        f"(KEDA's staleness bound at a {args.interval} interval: {bound:.0f} s)",
+        f"- evaluations in flight on average: {run.in_flight:.1f} of --concurrency {args.concurrency} (every status "
+        f"written: {every.in_flight:.1f}); at the concurrency they wait for a slot, below it for CPU or the servers",
+        f"- one core of presage alone would sustain ~{1000 / cpu_ms:.0f} evaluations/s at that CPU cost",
+    ]
     for what, measured in (("", run), (", every status written", every)):
         shares = ", ".join(f"{name} {ms:.2f}" for name, ms in measured.servers_ms.items())
         total = measured.cpu_ms + sum(measured.servers_ms.values())
-        print(
-            f"the servers' CPU per evaluation in the same window{what}, ms: {shares}; with the controller's, "
+        lines.append(
+            f"- the servers' CPU per evaluation in the same window{what}, ms: {shares}; with the controller's, "
             f"{total:.2f} ms, i.e. {measured.rate * total / 1000:.2f} of this machine's {os.cpu_count()} cores busy"
         )
-    print(
-        f"cycle collector: {run.collector_ms:.3f} ms CPU per evaluation ({100 * run.collector_ms / cpu_ms:.1f} % "
-        f"of the controller's), collections by generation {list(run.collections)}"
-    )
-    print(f"memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)")
-    print(
-        f"another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "
-        f"handle, of which {decode_ms:.3f} ms decoding"
-    )
+    lines += [
+        f"- cycle collector: {run.collector_ms:.3f} ms CPU per evaluation ({100 * run.collector_ms / cpu_ms:.1f} % "
+        f"of the controller's), collections by generation {list(run.collections)}",
+        f"- memory: {memory:.1f} MiB RSS for {args.scalers} scalers ({memory * 1000 / args.scalers:.1f} MiB per 1,000)",
+        f"- another shard's status event ({len(json.dumps(written))} bytes): {handled_ms:.3f} ms CPU to decode and "
+        f"handle, of which {decode_ms:.3f} ms decoding",
+    ]
     for n, runs in sharded.items():
         what = "1 process (presage run)" if n == 1 else f"{n} processes (presage run --shards {n})"
-        for k, measured in enumerate(runs, 1):
-            print(
-                f"{f'{what}, run {k}':<44} {measured.rate:>14.1f} {measured.cpu_ms:>12.2f}   "
-                f"{measured.writes_per_evaluation:.2f} status writes per evaluation, RSS {measured.rss_mib:.0f} MiB "
-                "per process"
-            )
+        lines += [
+            f"- {what}, run {k}: {measured.rate:.1f} evaluations/s, {measured.cpu_ms:.2f} CPU ms/eval, "
+            f"{measured.writes_per_evaluation:.2f} status writes per evaluation, RSS {measured.rss_mib:.0f} MiB "
+            "per process"
+            for k, measured in enumerate(runs, 1)
+        ]
     if sharded:
         (one, one_cpu), (many, many_cpu) = (
             (statistics.fmean(r.rate for r in sharded[n]), statistics.fmean(r.cpu_ms for r in sharded[n]))
             for n in (1, args.shards)
         )
-        print(f"{args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
+        lines.append(f"- {args.shards} shards / 1: {many / one:.2f}x the evaluations/s on this machine's shared cores")
         # What carries over to replicas on cores of their own: each shard's CPU per evaluation, its
         # share of the other shards' status events included, against one process's.
         capacity = args.shards * one_cpu / many_cpu
-        print(
-            f"CPU capacity of {args.shards} shards, each on a core of its own: {capacity:.2f}x one process's "
+        lines.append(
+            f"- CPU capacity of {args.shards} shards, each on a core of its own: {capacity:.2f}x one process's "
             f"({args.shards} x {one_cpu:.2f} ms / {many_cpu:.2f} ms per evaluation, means of {SHARD_ROUNDS} runs "
             f"each; goal >= {0.9 * args.shards:.1f}x: {'met' if capacity >= 0.9 * args.shards else 'NOT met'})"
         )
@@ -548,26 +562,34 @@ def main() -> None:
         # in the steady state. How late the evaluations started says whether the controller keeps up.
         spacing = interval + run.start_delay
         keeping = "keeping up" if spacing <= 1.05 * interval else "behind"
-        print(
-            f"at a {args.interval} interval, over the window's last {tail:.0f} s: {run.tail_rate:.1f} evaluations/s "
-            f"(every status written: {every.tail_rate:.1f}/s), started {run.start_delay:.2f}s after they were due "
-            f"on average (every status written: {every.start_delay:.2f}s), so each scaler was evaluated every "
-            f"{spacing:.1f}s (the interval counts from the start of the previous evaluation): {keeping} with "
-            f"{args.scalers} scalers"
+        lines.append(
+            f"- at a {args.interval} interval, over the window's last {tail:.0f} s: {run.tail_rate:.1f} "
+            f"evaluations/s (every status written: {every.tail_rate:.1f}/s), started {run.start_delay:.2f}s after "
+            f"they were due on average (every status written: {every.start_delay:.2f}s), so each scaler was "
+            f"evaluated every {spacing:.1f}s (the interval counts from the start of the previous evaluation): "
+            f"{keeping} with {args.scalers} scalers"
         )
     target = 10_000 / 60
     if interval == 60:
         met = args.scalers >= 10_000 and spacing <= 1.05 * interval
-        print(
-            f"target: 10,000 scalers at 1m on one process: {'met' if met else 'NOT met'} ({args.scalers} scalers, "
+        lines.append(
+            f"- target: 10,000 scalers at 1m on one process: {'met' if met else 'NOT met'} ({args.scalers} scalers, "
             f"{'keeping up' if spacing <= 1.05 * interval else 'behind'})"
         )
     else:
-        print(
-            f"target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
+        lines.append(
+            f"- target ~{target:.0f} evaluations/s (10,000 scalers at 1m): {'met' if rate >= target else 'NOT met'}; "
             f"one process covers {rate * 60:.0f} scalers at a 1m interval"
         )
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (f"{baselines[0][0]:.1f}", f"{baselines[0][1]:.2f}"),
+        {"Throughput": [*PATHS.render(rows), "", *lines]},
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

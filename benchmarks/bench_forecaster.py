@@ -10,7 +10,8 @@ run over HTTP, one after the other: the baseline with ``--max-batch-size 1`` (ev
 forward pass) and the batched one (``--max-batch-size 32``, 10 ms window). Each round sends B
 concurrent requests of one series each (B scalers evaluating at once); series/s is B over the round's
 wall time, latency is per request. Target on CPU: at least 5 series/s per core at context 1024,
-batched.
+batched. Writes ``benchmarks/results/bench_forecaster.md`` (``--check`` verifies it), with the load
+average at the start and the end as the machine's state.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ import os
 import statistics
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import numpy as np
+import results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -86,7 +89,26 @@ async def measure(url: str, context: int, batch_sizes: list[int], rounds: int) -
     return out
 
 
-def main() -> None:
+MODES = results.Table(
+    (
+        "context",
+        "B",
+        "unbatched series/s",
+        "unbatched p50 latency",
+        "batched series/s",
+        "batched p50 latency",
+        "speed-up",
+        "batched series/s per core",
+    )
+)
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=("load average at start", "load average at end"),
+    sections=(results.Section("Throughput", (MODES,)),),
+)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", default="512,1024,4096")
     parser.add_argument("--batch-sizes", default="1,8,32")
@@ -94,7 +116,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--no-flip-invariance", action="store_true")
     parser.add_argument("--checkpoint", type=Path)
+    results.add_check_argument(parser)
     args = parser.parse_args()
+    if args.check:
+        return results.check(LAYOUT)
     contexts = [int(c) for c in args.contexts.split(",")]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     cores = len(os.sched_getaffinity(0))
@@ -104,13 +129,13 @@ def main() -> None:
     common = ["--max-horizon", str(HORIZON), "--dtype", args.dtype]
     if args.no_flip_invariance:
         common.append("--no-flip-invariance")
-    print(
+    load_at_start = os.getloadavg()[0]
+    setup = (
         f"presage-forecaster on {cores} CPU cores, {args.dtype}, flip invariance "
-        f"{'off' if args.no_flip_invariance else 'on'}, horizon {HORIZON}, {args.rounds} round(s); "
-        f"load average at start {os.getloadavg()[0]:.1f}",
-        flush=True,
+        f"{'off' if args.no_flip_invariance else 'on'}, horizon {HORIZON}, {args.rounds} round(s)"
     )
-    results: dict[tuple[int, str], dict[int, tuple[float, float]]] = {}
+    print(setup, flush=True)
+    measured: dict[tuple[int, str], dict[int, tuple[float, float]]] = {}
     memory: dict[tuple[int, str], float] = {}
     began = time.monotonic()
     for context in contexts:
@@ -120,40 +145,50 @@ def main() -> None:
             )
             server.start(timeout=600)
             try:
-                results[context, mode] = asyncio.run(measure(server.url, context, batch_sizes, args.rounds))
+                measured[context, mode] = asyncio.run(measure(server.url, context, batch_sizes, args.rounds))
                 memory[context, mode] = rss_mb(server)
             finally:
                 server.stop()
-            for b, (rate, latency) in results[context, mode].items():
+            for b, (rate, latency) in measured[context, mode].items():
                 print(
                     f"  context {context} {mode:9} B={b:<3} {rate:6.2f} series/s  p50 latency {latency:6.2f}s",
                     flush=True,
                 )
 
-    print()
-    print(
-        "| context | B | unbatched series/s | unbatched p50 latency | batched series/s | batched p50 latency "
-        "| speed-up | batched series/s per core |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    rows = []
     for context in contexts:
         for b in batch_sizes:
-            u_rate, u_lat = results[context, "unbatched"][b]
-            b_rate, b_lat = results[context, "batched"][b]
-            print(
-                f"| {context} | {b} | {u_rate:.2f} | {u_lat:.2f}s | {b_rate:.2f} | {b_lat:.2f}s | "
-                f"{b_rate / u_rate:.2f}x | {b_rate / cores:.2f} |"
+            u_rate, u_lat = measured[context, "unbatched"][b]
+            b_rate, b_lat = measured[context, "batched"][b]
+            rows.append(
+                (
+                    context,
+                    b,
+                    f"{u_rate:.2f}",
+                    f"{u_lat:.2f}s",
+                    f"{b_rate:.2f}",
+                    f"{b_lat:.2f}s",
+                    f"{b_rate / u_rate:.2f}x",
+                    f"{b_rate / cores:.2f}",
+                )
             )
-    print()
-    peak = max(memory.values())
-    print(
-        f"peak server RSS {peak:.0f} MB; {time.monotonic() - began:.0f}s; load average at end {os.getloadavg()[0]:.1f}"
-    )
+    lines = [f"{setup}.", "", *MODES.render(rows), ""]
+    lines.append(f"- peak server RSS {max(memory.values()):.0f} MB; {time.monotonic() - began:.0f}s")
     if 1024 in contexts:
-        best = max(results[1024, "batched"].values())[0] / cores
+        best = max(measured[1024, "batched"].values())[0] / cores
         verdict = "met" if best >= TARGET_PER_CORE else "NOT met"
-        print(f"target >= {TARGET_PER_CORE} series/s per core at context 1024 batched: {best:.2f} -> {verdict}")
+        lines.append(
+            f"- target >= {TARGET_PER_CORE} series/s per core at context 1024 batched: {best:.2f} -> {verdict}"
+        )
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (f"{load_at_start:.1f}", f"{os.getloadavg()[0]:.1f}"),
+        {"Throughput": lines},
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,7 +6,8 @@ is the measurement that keeps the choice honest. Both clients send the same Time
 so the CPU counted here is the client's alone (``time.process_time``). The ratio is what matters;
 machines are noisy.
 
-Usage: python benchmarks/bench_http_clients.py [--requests 3000] [--concurrency 8]
+Usage: .venv/bin/python benchmarks/bench_http_clients.py [--requests 3000] [--concurrency 8]; writes
+``benchmarks/results/bench_http_clients.md`` (``--check`` verifies it).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 import httpx
+import results
 from aiohttp import web
 
 HISTORY = [float(k % 288) for k in range(512)]
@@ -86,11 +87,18 @@ async def measure(url: str, requests: int, concurrency: int) -> dict[str, float]
     return out
 
 
-def main() -> None:
+CLIENTS = results.Table(("client", "CPU ms per request"))
+LAYOUT = results.Layout(script=Path(__file__), machine=(), sections=(results.Section("Clients", (CLIENTS,)),))
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=8)
+    results.add_check_argument(parser)
     args = parser.parse_args()
+    if args.check:
+        return results.check(LAYOUT)
     sock = socket.create_server(("127.0.0.1", 0))
     server = mp.get_context("spawn").Process(target=_serve, args=(sock,), daemon=True)
     server.start()
@@ -100,12 +108,23 @@ def main() -> None:
     finally:
         server.terminate()
         server.join()
-    print(f"{args.requests} POSTs of a {len(json.dumps(REQUEST))}-byte JSON body, {args.concurrency} at a time")
-    print("| client | CPU ms per request |\n|---|---|")
-    for name, seconds in cpu.items():
-        print(f"| {name} | {seconds * 1000:.3f} |")
-    print(f"httpx / aiohttp: {cpu['httpx'] / cpu['aiohttp']:.1f}x")
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (),
+        {
+            "Clients": [
+                f"{args.requests} POSTs of a {len(json.dumps(REQUEST))}-byte JSON body, {args.concurrency} at a time",
+                "",
+                *CLIENTS.render((name, f"{seconds * 1000:.3f}") for name, seconds in cpu.items()),
+                "",
+                f"httpx / aiohttp: {cpu['httpx'] / cpu['aiohttp']:.1f}x",
+            ]
+        },
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,8 +10,10 @@ Each server runs in its own process (one core), the load generator in this one. 
   so a client or server that falls behind shows up in the tail instead of being hidden;
 * closed loop with N concurrent callers (default 50): maximum throughput.
 
-Usage: python benchmarks/bench_keda_grpc.py [--rate 1000] [--seconds 5] [--concurrency 50]
-Target: open-loop p99 < 2 ms at 1,000 req/s and within 2x of the echo baseline.
+Usage: .venv/bin/python benchmarks/bench_keda_grpc.py [--rate 1000] [--seconds 5] [--concurrency 50]; writes
+``benchmarks/results/bench_keda_grpc.md`` (``--check`` verifies it), with the echo server's figures as
+the machine's calibration. Target: open-loop p99 < 2 ms at 1,000 req/s and within 2x of the echo
+baseline.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import grpc
+import results
 
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
@@ -217,6 +220,25 @@ def _median(results: list[Result]) -> Result:
     )
 
 
+SERVERS = results.Table(
+    (
+        "server",
+        "errors",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "max req/s",
+        "closed-loop p50 ms",
+        "closed-loop p99 ms",
+    )
+)
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=("grpcio", "echo open-loop p99 ms", "echo max req/s"),
+    sections=(results.Section("Servers", (SERVERS,)), results.Section("Against the echo server")),
+)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="open-loop requests per second")
@@ -225,40 +247,60 @@ def main() -> int:
     parser.add_argument("--channels", type=int, default=4, help="client channels (connections)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
     parser.add_argument("--shadow", action="store_true", help="also measure Shadow mode (one trigger lookup)")
+    results.add_check_argument(parser)
     args = parser.parse_args()
+    if args.check:
+        return results.check(LAYOUT)
 
     runs = [("echo", "Enforce"), ("presage", "Enforce")]
     if args.shadow:
         runs.append(("presage", "Shadow"))
     _pin(1)
     rounds = [[_bench(kind, mode, args) for kind, mode in runs] for _ in range(args.rounds)]
-    results = [_median([r[i] for r in rounds]) for i in range(len(runs))]
+    measured = [_median([r[i] for r in rounds]) for i in range(len(runs))]
 
-    print(f"median of {args.rounds} interleaved rounds; CPUs available: {os.cpu_count()}")
-    print(
-        f"grpcio {grpc.__version__}; open loop {args.rate:.0f} req/s x {args.seconds:.0f}s; "
-        f"closed loop {args.concurrency} callers on {args.channels} channels"
-    )
-    header = (
-        f"{'server':<20}{'errors':>7}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'max req/s':>11}{'cl p50':>9}{'cl p99':>9}"
-    )
-    print(header)
-    for r in results:
-        print(
-            f"{r.label:<20}{r.errors:>7}{r.p50_ms:>9.3f}{r.p99_ms:>9.3f}{r.max_ms:>9.2f}"
-            f"{r.throughput:>11.0f}{r.closed_p50_ms:>9.3f}{r.closed_p99_ms:>9.3f}"
-        )
-    echo = results[0]
+    echo = measured[0]
     ok = True
-    for r in results[1:]:
+    against = []
+    for r in measured[1:]:
         p99_ratio = r.p99_ms / echo.p99_ms
         tput_ratio = echo.throughput / r.throughput
-        print(
-            f"{r.label}: open-loop p99 ratio vs echo {p99_ratio:.2f}x, "
+        against.append(
+            f"- {r.label}: open-loop p99 ratio vs echo {p99_ratio:.2f}x, "
             f"p50 ratio {r.p50_ms / echo.p50_ms:.2f}x, throughput ratio (echo/presage) {tput_ratio:.2f}x"
         )
         ok &= r.errors == 0 and r.p99_ms < 2.0 and p99_ratio <= 2.0
-    print("target (p99 < 2 ms at the open-loop rate, within 2x of echo, no errors):", "MET" if ok else "NOT MET")
+    against.append(
+        "- target (p99 < 2 ms at the open-loop rate, within 2x of echo, no errors): " + ("MET" if ok else "NOT MET")
+    )
+    table = SERVERS.render(
+        (
+            r.label,
+            r.errors,
+            f"{r.p50_ms:.3f}",
+            f"{r.p99_ms:.3f}",
+            f"{r.max_ms:.2f}",
+            f"{r.throughput:.0f}",
+            f"{r.closed_p50_ms:.3f}",
+            f"{r.closed_p99_ms:.3f}",
+        )
+        for r in measured
+    )
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (grpc.__version__, f"{echo.p99_ms:.3f}", f"{echo.throughput:.0f}"),
+        {
+            "Servers": [
+                f"Median of {args.rounds} interleaved rounds; open loop {args.rate:.0f} req/s x {args.seconds:.0f}s; "
+                f"closed loop {args.concurrency} callers on {args.channels} channels.",
+                "",
+                *table,
+            ],
+            "Against the echo server": against,
+        },
+    )
     return 0 if ok else 1
 
 

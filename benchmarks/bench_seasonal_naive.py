@@ -4,19 +4,25 @@ A full decision is the forecast plus :func:`presage_scaler.engine.evaluator.deci
 signal statuses and lastForecast) for a default single-signal PredictiveScaler: everything one
 evaluation does except the I/O.
 
-Run: ``.venv/bin/python benchmarks/bench_seasonal_naive.py``. The target is under 1 ms per forecast
-at 4,032 points (14 days at 5m). Horizon is 4× a 5-minute lead (20 minutes), quantiles (0.5, 0.9).
+Run: ``.venv/bin/python benchmarks/bench_seasonal_naive.py``; writes
+``benchmarks/results/bench_seasonal_naive.md`` (``--check`` verifies it), each case beside ``np.mean``
+of its points timed in the same run. The target is under 1 ms per forecast at 4,032 points (14 days
+at 5m). Horizon is 4× a 5-minute lead (20 minutes), quantiles (0.5, 0.9).
 Times are ``time.process_time`` over a batch of calls, best of several batches, so other load on
 the machine inflates them less than wall time would.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
+import results
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.types import PredictiveScalerSpec
@@ -97,13 +103,23 @@ def decision_call(backend: SeasonalNaive, history: History) -> Callable[[], obje
     return call
 
 
-def main() -> None:
-    header = (
-        f"{'case':<26}{'points':>8}{'horizon':>9}  {'method':<31}{'forecast µs':>12}{'decision µs':>12}"
-        f"{'np.mean µs':>12}{'ratio':>8}"
-    )
-    print(header)
-    print("-" * len(header))
+CASES_TABLE = results.Table(
+    ("case", "points", "horizon", "method", "forecast µs", "decision µs", "np.mean µs", "forecast / np.mean")
+)
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=(f"np.mean of {CASES[0][1]:,} points, µs CPU",),
+    sections=(results.Section("Cases", (CASES_TABLE,)),),
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    results.add_check_argument(parser)
+    if parser.parse_args().check:
+        return results.check(LAYOUT)
+    rows = []
+    means = []
     slowest_at_4032 = 0.0
     for label, points, step, season in CASES:
         backend = SeasonalNaive(season=season, cycles=3)
@@ -113,15 +129,41 @@ def main() -> None:
         forecast_us = cpu_us_per_call(lambda b=backend, h=history, n=horizon: b.forecast_one(h, n, QUANTILES))
         decision_us = cpu_us_per_call(decision_call(backend, history))
         mean_us = cpu_us_per_call(lambda v=history.values: np.mean(v))
+        means.append(mean_us)
         if points == 4032:
             slowest_at_4032 = max(slowest_at_4032, forecast_us)
-        print(
-            f"{label:<26}{points:>8}{horizon:>9}  {method:<31}"
-            f"{forecast_us:>12.1f}{decision_us:>12.1f}{mean_us:>12.1f}{forecast_us / mean_us:>8.1f}"
+        rows.append(
+            (
+                label,
+                points,
+                horizon,
+                method,
+                f"{forecast_us:.1f}",
+                f"{decision_us:.1f}",
+                f"{mean_us:.1f}",
+                f"{forecast_us / mean_us:.1f}",
+            )
         )
     verdict = "meets" if slowest_at_4032 < TARGET_US else "MISSES"
-    print(f"\nslowest at 4,032 points: {slowest_at_4032:.1f} µs per forecast, {verdict} the {TARGET_US:.0f} µs target")
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (f"{means[0]:.1f}",),
+        {
+            "Cases": [
+                f"Horizon 4 × a {LEAD.seconds // 60}-minute lead, quantiles {QUANTILES}; µs of CPU per call, best "
+                "of several batches.",
+                "",
+                *CASES_TABLE.render(rows),
+                "",
+                f"slowest at 4,032 points: {slowest_at_4032:.1f} µs per forecast, {verdict} the "
+                f"{TARGET_US:.0f} µs target",
+            ]
+        },
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

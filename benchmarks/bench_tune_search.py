@@ -4,7 +4,8 @@ Run: ``.venv/bin/python benchmarks/bench_tune_search.py [TRACES_DIR] [--only NAM
 ELB trace, whose choice is made on two days; every candidate of a trace is replayed, so a 16-day
 one-minute trace takes about half an hour). Per trace, set up as ``benchmarks/bench_tune.py`` sets
 it up, it tunes twice: with the coordinate descent ``presage tune`` uses, and with every candidate of
-the same space (every shape at every targetQuantile). It prints
+the same space (every shape at every targetQuantile). It writes ``benchmarks/results/bench_tune_search.md``
+(``--check`` verifies it) with, per trace,
 
 - how much dearer in-sample the descent's choice is than the cheapest candidate meeting the service
   level in-sample (0 % when the descent finds it), and how many candidates each replayed;
@@ -20,15 +21,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import backtest_traces
+import bench_backtest
 import bench_tune
+import results
 
 from presage_scaler.backtest.trace import load_csv
 from presage_scaler.tune.knobs import Knobs
@@ -85,22 +86,30 @@ def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
     ]
 
 
+LAYOUT = results.Layout(script=Path(__file__), machine=(), sections=(results.Section("Traces"),))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("traces", nargs="?", type=Path, default=backtest_traces.DEFAULT_TRACES)
+    parser.add_argument("traces", nargs="?", type=Path, default=bench_backtest.DEFAULT_TRACES)
     parser.add_argument("--only", nargs="+", default=list(DEFAULT_TRACES), metavar="NAME", help="trace names")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes per tuning run")
+    results.add_check_argument(parser)
     args = parser.parse_args()
+    if args.check:
+        return results.check(LAYOUT)
     missing = [name for name in args.only if not (args.traces / f"{name}.csv").exists()]
     if missing:
         print(f"not in {args.traces}: {', '.join(missing)}", file=sys.stderr)
         return 2
-    print(f"presage tune search benchmark, {datetime.now(UTC):%Y-%m-%d}\n")
-    print(f"    .venv/bin/python benchmarks/bench_tune_search.py {shlex.join(sys.argv[1:])}".rstrip() + "\n")
+    lines = []
     for name in args.only:
         trace = load_csv(args.traces / f"{name}.csv")
         descent, whole = bench_tune.tuned(trace, args.jobs), bench_tune.tuned(trace, args.jobs, every_candidate)
-        print("\n".join(report(name, descent, whole)), flush=True)
+        reported = report(name, descent, whole)
+        print("\n".join(reported), flush=True)  # progress: a trace of one-minute steps takes half an hour
+        lines += reported
+    results.write(LAYOUT, datetime.now(UTC), sys.argv[1:], (), {"Traces": lines})
     return 0
 
 

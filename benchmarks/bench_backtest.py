@@ -1,9 +1,10 @@
 """presage against reactive scaling, a static count and the oracle on every real trace, at lead times
 of 2, 5 and 10 min; then the speed of one decision and of a 30-day backtest.
 
-Run: ``.venv/bin/python benchmarks/backtest_traces.py [TRACES_DIR] [--jobs N]`` (TRACES_DIR defaults
-to ``../shared/traces`` next to the repository). Prints Markdown for the README: the date and the
-exact command first, then one row per trace and lead time, the goals, and the speed figures.
+Run: ``.venv/bin/python benchmarks/bench_backtest.py [TRACES_DIR] [--jobs N]`` (TRACES_DIR defaults
+to ``../shared/traces`` next to the repository). Writes ``benchmarks/results/bench_backtest.md``
+(``--check`` verifies it): one row per trace and lead time, the goals, and the speed figures, under
+the machine's calibration (np.sort of 4,032 points, the reactive HPA alone on the 30-day trace).
 
 Per run: the default PredictiveScaler spec (the API's defaults, ``--per-replica`` = p99 of demand /
 20, ``leadTime.static`` = the lead time, which is also the pods' boot delay) and the default
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import results
 from bench_seasonal_naive import cpu_us_per_call, decision_call, demand
 
 from presage_scaler.backends.base import History
@@ -109,10 +110,11 @@ def overrides_for(trace: Trace, lead: timedelta) -> Overrides:
 
 
 def arguments(description: str, jobs_help: str) -> argparse.Namespace:
-    """The benchmarks' command line: the traces directory (default ../shared/traces) and --jobs."""
+    """The benchmarks' command line: the traces directory (default ../shared/traces), --jobs and --check."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT_TRACES, help="directory of CSV traces")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help=jobs_help)
+    results.add_check_argument(parser)
     return parser.parse_args()
 
 
@@ -203,9 +205,31 @@ def _timed(call: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - began, time.process_time() - cpu
 
 
-def speed() -> list[str]:
-    """One decision at 4,032 points and a 30-day 1-minute backtest, each beside a baseline timed in
-    the same run."""
+@dataclass(frozen=True)
+class Speed:
+    """The speed figures, each beside a baseline timed in the same run."""
+
+    decision_us: float
+    sort_us: float
+    """np.sort of the decision's 4,032 points: the machine's calibration for ``decision_us``."""
+    backtest_cpu: float
+    backtest_wall: float
+    reactive_cpu: float
+    """The reactive HPA alone on the same 30-day trace: the calibration for ``backtest_cpu``."""
+
+    def lines(self) -> list[str]:
+        return [
+            f"- one SeasonalNaive decision at 4,032 points (5m steps; forecast, hindcasts, calibration and policy): "
+            f"{self.decision_us:.0f} µs CPU (target < {DECISION_TARGET_US:.0f} µs); np.sort of the same 4,032 "
+            f"points: {self.sort_us:.0f} µs",
+            f"- a 30-day 1-minute backtest (43,200 points, all five policies and the cost match; least of "
+            f"{SPEED_REPEATS} runs): {self.backtest_cpu:.1f} s CPU, {self.backtest_wall:.1f} s wall (target ≤ "
+            f"{BACKTEST_TARGET_S:.0f} s); simulating the reactive HPA alone on it: {self.reactive_cpu:.2f} s CPU",
+        ]
+
+
+def speed() -> Speed:
+    """One decision at 4,032 points and a 30-day 1-minute backtest, with their baselines."""
     step = timedelta(minutes=5)
     history = History(values=demand(4032, step), step=step)
     decision_us = cpu_us_per_call(decision_call(SeasonalNaive(), history))
@@ -216,21 +240,60 @@ def speed() -> list[str]:
     setup = setup_for(trace, 5)
     the_plan = plan(trace, setup)
     runs = [_timed(lambda: run_backtest(trace, setup)) for _ in range(SPEED_REPEATS)]
-    wall, cpu = min(w for w, _ in runs), min(c for _, c in runs)
     reactive = [_timed(lambda: run_reactive(the_plan, the_plan.reactive_headroom)) for _ in range(SPEED_REPEATS)]
-    reactive_cpu = min(c for _, c in reactive)
-    return [
-        f"- one SeasonalNaive decision at 4,032 points (5m steps; forecast, hindcasts, calibration and policy): "
-        f"{decision_us:.0f} µs CPU (target < {DECISION_TARGET_US:.0f} µs); np.sort of the same 4,032 points: "
-        f"{sort_us:.0f} µs",
-        f"- a 30-day 1-minute backtest (43,200 points, all five policies and the cost match; least of "
-        f"{SPEED_REPEATS} runs): {cpu:.1f} s CPU, {wall:.1f} s wall (target ≤ {BACKTEST_TARGET_S:.0f} s); "
-        f"simulating the reactive HPA alone on it: {reactive_cpu:.2f} s CPU",
-    ]
+    return Speed(
+        decision_us=decision_us,
+        sort_us=sort_us,
+        backtest_cpu=min(c for _, c in runs),
+        backtest_wall=min(w for w, _ in runs),
+        reactive_cpu=min(c for _, c in reactive),
+    )
+
+
+RUNS = results.Table(
+    (
+        "trace",
+        "lead",
+        "presage",
+        "coverage q0.9 / q0.5",
+        "decided by",
+        "guard off",
+        "reactive HPA",
+        "HPA, cost-matched",
+        "its headroom",
+        "static",
+        "goal",
+    )
+)
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=("np.sort of 4,032 points, µs CPU", "reactive HPA alone, 30 days at 1m, s CPU"),
+    sections=(results.Section("Runs", (RUNS,)), results.Section("Goals"), results.Section("Speed")),
+)
+
+
+def cells(trace: str, lead_min: int, row: Row) -> tuple[object, ...]:
+    """One row of the runs table."""
+    outcome = row.policies
+    return (
+        trace,
+        f"{lead_min}m",
+        outcome["presage"],
+        f"{100 * row.target_coverage:.1f} / {100 * row.scale_down_coverage:.1f} %",
+        row.decided_by,
+        row.guard_off,
+        outcome["reactive"],
+        outcome["reactive_cost_matched"],
+        row.matched_headroom,
+        outcome["static"],
+        "yes" if row.goal else "no",
+    )
 
 
 def main() -> int:
     args = arguments((__doc__ or "").split("\n\n")[0], "worker processes")
+    if args.check:
+        return results.check(LAYOUT)
     paths = sorted(args.traces.glob("*.csv"))
     if not paths:
         print(f"no CSV traces in {args.traces}", file=sys.stderr)
@@ -244,36 +307,33 @@ def main() -> int:
         offs = {(p, lead): pool.submit(guard_off_run, p, lead) for p in order for lead in LEADS_MIN}
         rows = {key: replace(future.result(), guard_off=offs[key].result()) for key, future in fulls.items()}
     elapsed = time.perf_counter() - began
+    measured = speed()
 
-    print(f"presage backtest benchmark, {datetime.now(UTC):%Y-%m-%d}\n")
-    print(f"    {shlex.join(['.venv/bin/python', 'benchmarks/backtest_traces.py', *sys.argv[1:]])}\n")
-    print(
+    legend = (
         "Default PredictiveScaler and SeasonalNaive (168h × 3), per-replica capacity = p99 / 20, decisions "
         "every max(1m, trace step), 7-day warm-up; the lead time is also the pods' boot delay, rounded up to "
         "whole trace steps. Each policy: under-provisioned time % / unserved demand % / cost vs oracle. "
         "Coverage: how often the sizing window's highest demand was at or below the calibrated q0.9 / q0.5. "
-        f"Goal: presage under-provisioned ≤ 1/{GOAL_FACTOR:g} of the cost-matched HPA's or ≤ {GOAL_ABSOLUTE_PCT:g} %.\n"
+        f"Goal: presage under-provisioned ≤ 1/{GOAL_FACTOR:g} of the cost-matched HPA's or ≤ {GOAL_ABSOLUTE_PCT:g} %."
     )
-    print(
-        "| trace | lead | presage | coverage q0.9 / q0.5 | decided by | guard off | reactive HPA | "
-        "HPA, cost-matched | its headroom | static | goal |"
+    table = RUNS.render(cells(p.stem, lead, rows[p, lead]) for p in paths for lead in LEADS_MIN)
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (f"{measured.sort_us:.0f}", f"{measured.reactive_cpu:.2f}"),
+        {
+            "Runs": [
+                legend,
+                "",
+                *table,
+                "",
+                f"{len(rows)} runs with the default spec and {len(rows)} with the guard off in {elapsed:.0f}s",
+            ],
+            "Goals": ["The five named traces × 2m, 5m, 10m unless said:", "", *goals(rows, paths)],
+            "Speed": measured.lines(),
+        },
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for p in paths:
-        for lead in LEADS_MIN:
-            row = rows[p, lead]
-            outcome = row.policies
-            print(
-                f"| {p.stem} | {lead}m | {outcome['presage']} | {100 * row.target_coverage:.1f} / "
-                f"{100 * row.scale_down_coverage:.1f} % | {row.decided_by} | {row.guard_off} | {outcome['reactive']} | "
-                f"{outcome['reactive_cost_matched']} | {row.matched_headroom} | {outcome['static']} | "
-                f"{'yes' if row.goal else 'no'} |"
-            )
-    print(f"\n{len(rows)} runs with the default spec and {len(rows)} with the guard off in {elapsed:.0f}s\n")
-    print("Goals (the five named traces × 2m, 5m, 10m unless said):\n")
-    print("\n".join(goals(rows, paths)))
-    print("\nSpeed:\n")
-    print("\n".join(speed()))
     return 0
 
 
