@@ -47,9 +47,9 @@ from presage_scaler.engine.evaluator import (
     size,
     sizing_window,
 )
-from presage_scaler.engine.leadtime import LeadTime, steps_for
+from presage_scaler.engine.leadtime import LeadTime
 from presage_scaler.engine.policy import PolicyState
-from presage_scaler.series.timegrid import align_down
+from presage_scaler.series.timegrid import align_down, steps_for
 
 CHUNK = 256
 """Decisions whose forecasts are requested together."""

@@ -40,7 +40,8 @@ from presage_scaler.backtest.replay import PresagePolicy, PresageRecord, forecas
 from presage_scaler.backtest.simulator import Schedule, Simulation, simulate
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.engine.evaluator import SignalSpec, signal_specs
-from presage_scaler.engine.leadtime import LeadTime, resolve_lead_time, steps_for
+from presage_scaler.engine.leadtime import LeadTime, resolve_lead_time
+from presage_scaler.series.timegrid import steps_for
 
 POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 

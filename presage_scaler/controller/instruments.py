@@ -15,7 +15,6 @@ from presage_scaler.api.quantities import plain_number
 from presage_scaler.api.types import PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.evaluator import Recommendation, SignalSource, SignalSpec
-from presage_scaler.engine.leadtime import steps_for
 from presage_scaler.engine.shadow import ShadowSummary
 from presage_scaler.observability.metrics import (
     CONSTRAINT_LABELS,
@@ -26,6 +25,7 @@ from presage_scaler.observability.metrics import (
     ScalerMetrics,
     Series,
 )
+from presage_scaler.series.timegrid import steps_for
 
 
 def record_evaluation(

@@ -48,10 +48,10 @@ from presage_scaler.engine.calibration import (
     calibrate,
     hindcast_request,
 )
-from presage_scaler.engine.leadtime import LeadTime, resolve_horizon, resolve_lead_time, steps_for
+from presage_scaler.engine.leadtime import LeadTime, resolve_horizon, resolve_lead_time
 from presage_scaler.engine.policy import Decision, PolicyState, SignalInput
 from presage_scaler.engine.policy import decide as policy_decide
-from presage_scaler.series.timegrid import align_down
+from presage_scaler.series.timegrid import align_down, steps_for
 
 
 class EvaluationError(Exception):

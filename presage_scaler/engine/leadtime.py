@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.types import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
+from presage_scaler.series.timegrid import steps_for
 
 
 class HorizonError(ValueError):
@@ -36,12 +36,6 @@ def resolve_lead_time(spec: LeadTimeSpec, observed_seconds: float | None = None)
         raw = spec.static
     clamped = min(max(raw, spec.min), spec.max)
     return LeadTime(value=clamped, source=spec.source, clamped=clamped != raw)
-
-
-def steps_for(duration: timedelta, step: timedelta) -> int:
-    """Whole steps covering ``duration``, at least one: a lead time shorter than one step still
-    needs the next step's forecast."""
-    return max(1, math.ceil(duration / step - 1e-9))
 
 
 MAX_FORECAST_STEPS = 20_000

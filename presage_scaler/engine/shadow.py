@@ -44,8 +44,7 @@ from presage_scaler.api.types import (
     ShadowStatus,
 )
 from presage_scaler.engine.evaluator import Recommendation, SignalData
-from presage_scaler.engine.leadtime import steps_for
-from presage_scaler.series.timegrid import align_down
+from presage_scaler.series.timegrid import align_down, steps_for
 
 BUCKET = timedelta(hours=1)
 # Demand is a float; 3.0000000001 replicas' worth is still 3 replicas (as in the policy).

@@ -13,7 +13,6 @@ from presage_scaler.engine.leadtime import (
     HorizonError,
     resolve_horizon,
     resolve_lead_time,
-    steps_for,
 )
 
 OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
@@ -44,14 +43,6 @@ def test_resolve_lead_time(spec, observed, expected, clamped):
 def test_observed_without_a_value_is_an_error():
     with pytest.raises(ValueError, match="observed"):
         resolve_lead_time(lead_spec(**OBSERVED), None)
-
-
-@pytest.mark.parametrize(
-    ("lead", "step", "steps"),
-    [(timedelta(minutes=2), M5, 1), (timedelta(minutes=5), M5, 1), (timedelta(minutes=11), M5, 3)],
-)
-def test_steps_for(lead, step, steps):
-    assert steps_for(lead, step) == steps
 
 
 @pytest.mark.parametrize(
