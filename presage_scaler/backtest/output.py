@@ -122,6 +122,39 @@ def write_decisions(result: BacktestResult, path: Path) -> None:
             writer.writerow([step, trace.time_at(step).isoformat(), replicas])
 
 
+CLEARLY_CHEAPER = 0.15
+"""presage must cost at least this share less than the static warm-up peak for the backtest not to
+suggest ``presage tune``: a smaller saving is within what a different trace or setting moves."""
+
+
+def headline(document: dict[str, Any]) -> str:
+    """One sentence: presage against the oracle, a static count and a reactive HPA (plain, and with
+    the headroom that makes it cost the same), from a :func:`summary` document."""
+    presage, static = document["presage"], document["static"]
+    matched, reactive = document["reactive_cost_matched"], document["reactive"]
+    saving = 1 - presage["replica_hours"] / static["replica_hours"]
+    return (
+        f"presage was under-provisioned {presage['under_provisioned_pct']:.3f} % of the time at "
+        f"{presage['cost_vs_oracle']:.2f}x the oracle's replica-hours, {100 * abs(saving):.0f} % "
+        f"{'cheaper' if saving >= 0 else 'dearer'} than a static count "
+        f"({static['under_provisioned_pct']:.3f} % under-provisioned); a reactive HPA was under-provisioned "
+        f"{reactive['under_provisioned_pct']:.3f} % of the time, and {matched['under_provisioned_pct']:.3f} % "
+        "with the headroom that makes it cost the same."
+    )
+
+
+def advice(document: dict[str, Any]) -> str:
+    """What to do when presage's policy is not clearly cheaper than a static count, or "" when it is."""
+    presage, static = document["presage"], document["static"]
+    if presage["replica_hours"] <= (1 - CLEARLY_CHEAPER) * static["replica_hours"]:
+        return ""
+    return (
+        f"This policy is not clearly cheaper than a static count here (less than {100 * CLEARLY_CHEAPER:.0f} % "
+        "saved): run `presage tune` with the same arguments and `--slo 1%` to find the cheapest policy that "
+        "meets your service level, judged on days it did not choose on."
+    )
+
+
 def explanation(result: BacktestResult) -> list[str]:
     """Coverage, what decided presage's count, and the note, as lines for the terminal and the report."""
     policy, covered = result.plan.spec.policy, result.coverage
@@ -155,4 +188,6 @@ def table(result: BacktestResult) -> str:
             f"{entry['replica_hours']:>12.1f}{entry['cost_vs_oracle']:>10.2f}x{entry['changes']:>9}"
             f"{entry['largest_shortfall']:>19.4g}"
         )
-    return "\n".join([*lines, "", *explanation(result)])
+    document = summary(result)
+    closing = [line for line in (headline(document), advice(document)) if line]
+    return "\n".join([*lines, "", *closing, "", *explanation(result)])

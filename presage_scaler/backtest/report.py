@@ -26,7 +26,7 @@ from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import plots
 from presage_scaler.backtest.explain import constraint_counts
 from presage_scaler.backtest.metrics import shortfall
-from presage_scaler.backtest.output import LABELS, explanation, parameters, summary
+from presage_scaler.backtest.output import LABELS, advice, explanation, headline, parameters, summary
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 from presage_scaler.backtest.trace import Trace
 
@@ -282,16 +282,6 @@ def _constraint_table(result: BacktestResult) -> str:
     return plots.table(rows, ["constraint", "decisions", "share"])
 
 
-def _headline(document: dict[str, Any]) -> str:
-    presage, matched = document["presage"], document["reactive_cost_matched"]
-    return (
-        f"presage was under-provisioned {presage['under_provisioned_pct']:.3f}% of the time at "
-        f"{presage['cost_vs_oracle']:.2f}× the oracle's cost; a reactive HPA costing the same "
-        f"(headroom {escape(matched['headroom'])}) was under-provisioned {matched['under_provisioned_pct']:.3f}% "
-        f"of the time."
-    )
-
-
 def _lead(text: str) -> str:
     return f'<p class="lead">{text}</p>'
 
@@ -312,7 +302,8 @@ def render(result: BacktestResult) -> str:
             f"take {params['boot_delay']} to become ready; one replica serves {plan.per_replica:g}; metrics count "
             f"from {escape(params['reported_from'])} (after a {params['warmup']} warm-up)."
         ),
-        _lead(f"<b>{_headline(document)}</b>"),
+        _lead(f"<b>{escape(headline(document))}</b>"),
+        *(_lead(escape(line)) for line in [advice(document)] if line),
         _summary_table(document, result),
         "<h2>Did presage's capacity follow the demand?</h2>",
         _lead(
