@@ -3,7 +3,8 @@
 Definitions (``x_0 … x_{n-1}`` is the history, oldest first; a forecast made from the first ``o``
 points has *origin* ``o``, so the current forecast has origin ``n``; ``h = 1 … H`` is the step
 ahead, so step ``h`` is the value expected at index ``o - 1 + h``; ``C`` is the configured
-``cycles``):
+``cycles``; a span "in steps" is the whole steps that cover it,
+:func:`presage_scaler.series.timegrid.steps_for`):
 
 Season length
     ``S = round(season / step)`` (half-way rounds up), at least 1. When ``season`` is not a whole
@@ -97,6 +98,7 @@ from presage_scaler.backends.base import (
     check_history,
 )
 from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_sums
+from presage_scaler.series.timegrid import steps_for
 
 if TYPE_CHECKING:
     import aiohttp
@@ -125,10 +127,6 @@ minutes' lead against 1.55×), and the bursty traces that need it (NASA, ELB) ge
 
 SEASONAL = "seasonal-naive"
 RECENT_LEVEL = "recent-level"
-
-
-def _steps(span: timedelta, step: timedelta, *, least: int = 1) -> int:
-    return max(least, math.floor(span / step + 0.5))
 
 
 # The paths compute point forecasts for many (start, origin) pairs at once: origin ``o`` forecasts
@@ -399,18 +397,20 @@ class SeasonalNaive:
         ]
 
     def _path(self, n: int, season_steps: int, step: timedelta) -> _Path:
-        peak_steps = _steps(PEAK_WINDOW, step)
+        peak_steps = steps_for(PEAK_WINDOW, step)
         if n < season_steps + MIN_RESIDUALS:
-            return _RecentLevelPath(level_steps=_steps(RECENT_WINDOW, step, least=2), peak_steps=peak_steps)
+            return _RecentLevelPath(level_steps=steps_for(RECENT_WINDOW, step, at_least=2), peak_steps=peak_steps)
         return _SeasonalPath(
             season=season_steps,
             cycles=min(self.cycles, n // season_steps),
-            level_steps=_steps(LEVEL_WINDOW, step),
+            level_steps=steps_for(LEVEL_WINDOW, step),
             peak_steps=peak_steps,
         )
 
     def _season_steps(self, step: timedelta) -> tuple[int, list[str]]:
-        """``S``, the season in whole steps, and a note when that had to round."""
+        """``S``, the season in whole steps, and a note when that had to round. Unlike a span, which is
+        covered (rounded up), a season is a period to repeat: the nearest whole number of steps repeats
+        it most faithfully, and one under half a step has no such number."""
         if step <= timedelta(0):
             raise BackendRejected(f"history step must be positive, got {step}")
         ratio = self.season / step

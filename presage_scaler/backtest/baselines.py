@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from presage_scaler.api.quantities import Amount
+from presage_scaler.series.timegrid import steps_for
 
 HPA_TOLERANCE = 0.1
 """The HPA leaves the count alone while the usage ratio is within 10 % of 1 (its default)."""
@@ -112,7 +113,7 @@ class ReactivePolicy:
     ``k × step ≥ HPA_SCALE_DOWN_STABILIZATION``."""
 
     def __post_init__(self) -> None:
-        self._window = -(-HPA_SCALE_DOWN_STABILIZATION // self.step)
+        self._window = steps_for(HPA_SCALE_DOWN_STABILIZATION, self.step)
 
     def decide(self, step: int, current: int) -> int:
         seen = max(float(self.observed[step]), 0.0)

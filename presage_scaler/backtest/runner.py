@@ -126,10 +126,10 @@ def plan(trace: Trace, setup: Setup) -> Plan:
             f"{format_duration(trace.step)}"
         )
     signal = trace.resample(signal_spec.resolution)
-    ratio = round(signal.step / trace.step)
+    ratio = steps_for(signal.step, trace.step)
     lead, boot_delay = _lead(setup)
     schedule = Schedule(first=ratio, every=steps_for(spec.interval, trace.step), lead=steps_for(boot_delay, trace.step))
-    report_from = max(schedule.first, math.ceil(setup.warmup / trace.step - 1e-9))
+    report_from = max(schedule.first, steps_for(setup.warmup, trace.step, at_least=0))
     if report_from >= len(trace):
         raise BacktestError(
             f"the trace ({format_duration(len(trace) * trace.step)}) is not longer than the warm-up "

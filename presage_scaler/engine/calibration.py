@@ -6,7 +6,8 @@ interval: pods added now are ready one lead time later, and the count holds unti
 evaluation's pods are), and the maximum of per-step quantiles is not a quantile of the maximum. So
 each signal is sized from a forecast of the window's maximum, calibrated split-conformal style on
 the backend's errors over the last day (``w`` is the window in steps, ``x`` the history, ``n`` its
-length; a forecast made from the first ``o`` points has origin ``o``):
+length; a forecast made from the first ``o`` points has origin ``o``; a span "in steps" is the
+whole steps that cover it, :func:`presage_scaler.series.timegrid.steps_for`):
 
 Backend reference
     ``β(o)``: the maximum of the backend's point forecast over the window, made at origin ``o``.
@@ -111,6 +112,7 @@ import numpy as np
 from presage_scaler.api.types import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
 from presage_scaler.backends.base import Forecast, HindcastRequest, History
 from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_maxima, window_sums
+from presage_scaler.series.timegrid import steps_for
 
 SPAN = timedelta(days=1)
 """How far back the errors that calibrate a forecast reach."""
@@ -307,12 +309,7 @@ class PastReferences:
 
 
 def _spacing(step: timedelta) -> int:
-    return max(1, math.floor(SPAN / MAX_FORECASTS / step + 0.5))
-
-
-def _in_steps(span: timedelta, step: timedelta) -> int:
-    """``span`` in steps of the signal, at least one."""
-    return max(1, round(span / step))
+    return steps_for(SPAN / MAX_FORECASTS, step)
 
 
 def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
@@ -329,7 +326,7 @@ def _hindcast_offsets(window: int, step: timedelta) -> np.ndarray:
     spacing = _spacing(step)
     count = min(MAX_FORECASTS, max(1, SPAN // step) // spacing + 1)
     offsets = window + spacing * np.arange(count)
-    analog = _in_steps(ANALOG, step)
+    analog = steps_for(ANALOG, step)
     if analog >= window and not (offsets == analog).any():
         offsets = np.sort(np.append(offsets, analog))
     offsets.flags.writeable = False
@@ -453,7 +450,7 @@ def _scales(
     values: np.ndarray, step: timedelta, scored: _Scored, spans: Sequence[tuple[int, int]]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``σ(o)`` of every scored origin, and ``σ(n)`` of every forecast (NaN for those not scored)."""
-    short = max(SCALE_MIN_STEPS, math.floor(SCALE_WINDOW / step + 0.5))
+    short = steps_for(SCALE_WINDOW, step, at_least=SCALE_MIN_STEPS)
     long = SCALE_LONG_FACTOR * short
     active = np.flatnonzero([last > first for first, last in scored.bounds])
     begins = np.array([spans[i][0] for i in active])
@@ -506,14 +503,14 @@ def window_forecasts(
     yesterdays_then, yesterdays_now = np.zeros(0), np.zeros(len(spans))
     past_scales, scales = np.zeros(0), np.full(len(spans), np.nan)
     peaks_then, peaks_now = np.zeros(0), np.zeros(len(spans))
-    day = _in_steps(ANALOG, step)
+    day = steps_for(ANALOG, step)
     if len(scored.origins):
         past_scales, scales = _scales(values, step, scored, spans)
         realised, yesterdays_then, yesterdays_now = _observed(values, scored, begins, ends, window, day)
-        hour = _in_steps(LEVEL_WINDOW, step)
+        hour = steps_for(LEVEL_WINDOW, step)
         levels_then = trailing_means(values, scored.origins, begins[scored.owners], hour)
         levels_now = trailing_means(values, ends, begins, hour)
-        recent = _in_steps(RECENT_PEAK, step)
+        recent = steps_for(RECENT_PEAK, step)
         peaks_then = trailing_maxima(values, scored.origins, begins[scored.owners], recent)
         peaks_now = trailing_maxima(values, ends, begins, recent)
     low = int(begins.min())

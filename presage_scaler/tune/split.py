@@ -9,11 +9,11 @@ MIN_PART long.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.series.timegrid import steps_for
 from presage_scaler.tune.errors import TuneError
 
 HOLDOUT = timedelta(days=7)
@@ -49,7 +49,7 @@ class Split:
     @property
     def recent_from(self) -> int | None:
         """Where the in-sample part's last RECENT begins; None when the part is no longer than that."""
-        begin = self.held_out_from - _steps(RECENT, self.step)
+        begin = self.held_out_from - steps_for(RECENT, self.step)
         return begin if begin > self.report_from else None
 
     def describe(self) -> str:
@@ -78,9 +78,9 @@ def split(length: int, start: datetime, step: timedelta, report_from: int, holdo
     """Cut steps ``[report_from, length)`` of a trace starting at ``start`` into the in-sample and the
     held-out part; ``holdout`` overrides the default length of the held-out part."""
     after = length - report_from
-    default = min(_steps(HOLDOUT, step), after - _steps(MIN_IN_SAMPLE, step))
-    held = default if holdout is None else _steps(holdout, step)
-    least = _steps(MIN_PART, step)
+    default = min(steps_for(HOLDOUT, step), after - steps_for(MIN_IN_SAMPLE, step))
+    held = default if holdout is None else steps_for(holdout, step, at_least=0)
+    least = steps_for(MIN_PART, step)
     if held < least or after - held < least:
         raise TuneError(
             f"the trace is too short to hold out a part to check the choice on: after the warm-up it holds "
@@ -89,7 +89,3 @@ def split(length: int, start: datetime, step: timedelta, report_from: int, holdo
             "trace, a shorter --warmup or a shorter --holdout"
         )
     return Split(report_from=report_from, held_out_from=length - held, end=length, start=start, step=step)
-
-
-def _steps(span: timedelta, step: timedelta) -> int:
-    return math.ceil(span / step - 1e-9)

@@ -39,7 +39,7 @@ def pattern(season_steps: int) -> np.ndarray:
 
 
 def _steps(span: timedelta, step: timedelta) -> int:
-    return max(1, math.floor(span / step + 0.5))
+    return max(1, math.ceil(span / step))
 
 
 def reference(
