@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from presage_scaler.api.quantities import quote
 from presage_scaler.api.schema import APIModel
 
 M = TypeVar("M", bound=APIModel)
@@ -27,10 +28,6 @@ def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
     return path
 
 
-def _quote(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
 def _message(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     if kind == "missing":
@@ -40,7 +37,7 @@ def _message(error: Mapping[str, Any]) -> str:
     context = error.get("ctx") or {}
     if kind == "value_error" and "error" in context:
         return str(context["error"])
-    return f"{_quote(error.get('input'))}: {error['msg'][0].lower()}{error['msg'][1:]}"
+    return f"{quote(error.get('input'))}: {error['msg'][0].lower()}{error['msg'][1:]}"
 
 
 def parse(model: type[M], data: Mapping[str, Any] | None, *, path: str = "spec") -> M:

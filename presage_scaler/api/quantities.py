@@ -44,7 +44,9 @@ AMOUNT_ALLOWED = 'a non-negative integer, or a string such as "2.5" or "10%"'
 NUMBER_ALLOWED = 'a non-negative integer, or a string such as "2.5"'
 
 
-def _quote(raw: object) -> str:
+def quote(raw: object) -> str:
+    """A bad value as an error message shows it: a string in double quotes, as in the
+    '"<value>" is not <allowed>' messages the API server gives too, anything else as its repr."""
     return f'"{raw}"' if isinstance(raw, str) else repr(raw)
 
 
@@ -82,7 +84,7 @@ def parse_duration(raw: object) -> timedelta:
     if isinstance(raw, timedelta):
         return raw
     if not isinstance(raw, str) or len(raw) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(raw):
-        raise ValueError(f"{_quote(raw)} is not {DURATION_ALLOWED}")
+        raise ValueError(f"{quote(raw)} is not {DURATION_ALLOWED}")
     return _duration_of(raw)
 
 
@@ -158,11 +160,11 @@ def wire_integer(raw: object, low: int, high: int) -> int:
     """An integer as the API server takes it from JSON: never a bool, a numeric string or a float
     (``3.0`` is refused by the CRD's ``type(self)`` rule). Raises ValueError outside ``[low, high]``."""
     if isinstance(raw, float):
-        raise ValueError(f"{_quote(raw)} {WHOLE_NUMBER_MESSAGE}")
+        raise ValueError(f"{quote(raw)} {WHOLE_NUMBER_MESSAGE}")
     if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ValueError(f"{_quote(raw)} is not an integer")
+        raise ValueError(f"{quote(raw)} is not an integer")
     if not low <= raw <= high:
-        raise ValueError(f"{_quote(raw)} is out of range: must be between {low} and {high}")
+        raise ValueError(f"{quote(raw)} is out of range: must be between {low} and {high}")
     return raw
 
 
@@ -179,7 +181,7 @@ def parse_amount(raw: object, *, allow_percent: bool = True) -> Amount:
         return _amount_of(float(wire_integer(raw, 0, AMOUNT_MAX_INTEGER)), False)
     pattern = _AMOUNT_RE if allow_percent else _DECIMAL_RE
     if not isinstance(raw, str) or len(raw) > AMOUNT_MAX_LENGTH or not pattern.fullmatch(raw):
-        raise ValueError(f"{_quote(raw)} is not {allowed}")
+        raise ValueError(f"{quote(raw)} is not {allowed}")
     if raw.endswith("%"):
         return _amount_of(float(raw[:-1]), True)
     return _amount_of(float(raw), False)
@@ -198,7 +200,7 @@ DECIMAL_MAX_LENGTH = 32
 def parse_quantile(raw: object) -> float:
     """Parse a quantile level carried as a string (``"0.9"``): strictly between 0 and 1."""
     if not isinstance(raw, str) or len(raw) > QUANTILE_MAX_LENGTH or not _QUANTILE_RE.fullmatch(raw):
-        raise ValueError(f"{_quote(raw)} is not {QUANTILE_ALLOWED}")
+        raise ValueError(f"{quote(raw)} is not {QUANTILE_ALLOWED}")
     return float(raw)
 
 
@@ -210,7 +212,7 @@ def format_quantile(value: float) -> str:
 def parse_decimal(raw: object) -> float:
     """Parse a non-negative decimal carried as a string (``"0.25"``)."""
     if not isinstance(raw, str) or len(raw) > DECIMAL_MAX_LENGTH or not _DECIMAL_RE.fullmatch(raw):
-        raise ValueError(f"{_quote(raw)} is not {DECIMAL_ALLOWED}")
+        raise ValueError(f"{quote(raw)} is not {DECIMAL_ALLOWED}")
     return float(raw)
 
 
