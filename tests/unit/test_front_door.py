@@ -106,3 +106,33 @@ def test_the_spiky_example_prints_what_the_readme_shows(capsys, tmp_path):
     shown = next(body for body in blocks if any("presage tune" in line for line in body))
     missing = [line for line in shown if line.strip() and line.rstrip() not in printed]
     assert len(shown) == 2 and not missing, f"the README shows lines the spiky example no longer prints: {missing}"
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+DOCUMENTS = ["README.md", "CHANGELOG.md", "examples/README.md", "benchmarks/README.md", "docs/*.md"]
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings."""
+    slugs = set()
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return slugs
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    broken = []
+    for pattern in DOCUMENTS:
+        for document in sorted(REPOSITORY.glob(pattern)):
+            for target in LINK.findall(document.read_text()):
+                if target.startswith(("http://", "https://", "mailto:")):
+                    continue
+                name, _, anchor = target.partition("#")
+                path = (document.parent / name).resolve() if name else document
+                if not path.exists():
+                    broken.append(f"{document.relative_to(REPOSITORY)}: {target}")
+                elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                    broken.append(f"{document.relative_to(REPOSITORY)}: {target} (no such heading)")
+    assert not broken, f"links that lead nowhere: {broken}"

@@ -278,20 +278,21 @@ def test_a_choice_made_on_more_than_a_week_must_also_hold_over_its_last_week():
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-README_EXAMPLE = ["--per-replica", "20", "--lead-time", "5m", "--slo", "1%", "--warmup", "2d"]
+DOCS_EXAMPLE = ["--per-replica", "20", "--lead-time", "5m", "--slo", "1%", "--warmup", "2d"]
 
 
-def test_the_readme_shows_what_presage_tune_prints_for_its_example(capsys, tmp_path):
-    """The README's terminal example is this command's output, line for line, so it cannot go stale."""
-    readme = (REPOSITORY / "README.md").read_text()
-    assert f"`examples/nab_elb_request_count_5m.csv {' '.join(README_EXAMPLE)}`" in readme.replace("\n", " ")
-    lines = readme.splitlines()
+def test_the_docs_show_what_presage_tune_prints_for_their_example(capsys, tmp_path):
+    """docs/backtest-and-tune.md's terminal example is this command's output, line for line, so it
+    cannot go stale."""
+    docs = (REPOSITORY / "docs" / "backtest-and-tune.md").read_text()
+    assert f"`examples/nab_elb_request_count_5m.csv {' '.join(DOCS_EXAMPLE)}`" in docs.replace("\n", " ")
+    lines = docs.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("policy ") and "vs oracle" in line)
     shown = [line.rstrip() for line in lines[first - 1 : lines.index("```", first)] if line.strip()]
     example = REPOSITORY / "examples" / "nab_elb_request_count_5m.csv"
-    argv = ["tune", str(example), *README_EXAMPLE, "--jobs", "1", "--no-progress", "--out", str(tmp_path)]
+    argv = ["tune", str(example), *DOCS_EXAMPLE, "--jobs", "1", "--no-progress", "--out", str(tmp_path)]
     assert main(argv) == 0
     printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
     assert len(shown) >= 6
     missing = [line for line in shown if line not in printed]
-    assert not missing, f"the README shows lines presage tune no longer prints: {missing}"
+    assert not missing, f"the docs show lines presage tune no longer prints: {missing}"
