@@ -8,8 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
+from presage_scaler.api.reasons import FAILURES
 from presage_scaler.cli.main import main
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -136,3 +135,12 @@ def test_every_relative_link_in_the_docs_resolves():
                 elif anchor and path.suffix == ".md" and anchor not in anchors(path):
                     broken.append(f"{document.relative_to(REPOSITORY)}: {target} (no such heading)")
     assert not broken, f"links that lead nowhere: {broken}"
+
+
+def test_troubleshooting_covers_every_failure_reason():
+    """docs/operations.md says what to do for every reason a scaler can be Degraded with."""
+    text = (REPOSITORY / "docs" / "operations.md").read_text()
+    table = text[text.index("## Troubleshooting by reason") :]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert not {str(r) for r in FAILURES} - named
