@@ -67,8 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import results
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import parse_duration
-from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running

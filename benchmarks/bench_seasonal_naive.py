@@ -25,7 +25,7 @@ import numpy as np
 import results
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.engine.evaluator import SignalData, decide, forecast_requests, signal_specs

@@ -8,7 +8,7 @@ A new backend is one module and its API declaration: the module (beside
 class implementing :class:`~presage_scaler.backends.base.ProbedBackend` (forecast, limits, identity
 and probe) and a module-level ``from_spec(name, spec, http=None)``; the API declares its ``type`` in
 ``BackendType`` and its settings section in ``ForecastBackendSpec``
-(:mod:`presage_scaler.api.types`); and ``FACTORIES`` maps that type to ``from_spec``.
+(:mod:`presage_scaler.api.forecast_backend`); and ``FACTORIES`` maps that type to ``from_spec``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import aiohttp
 
-from presage_scaler.api.types import ForecastBackendSpec
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.backends import seasonal_naive, timesfm
 from presage_scaler.backends.base import ProbedBackend
 

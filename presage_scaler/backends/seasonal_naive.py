@@ -85,8 +85,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.backends.base import (
     BackendRejected,
     Forecast,

@@ -35,9 +35,9 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec, TimesFMBackend
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import ForecastBackendSpec, TimesFMBackend
 from presage_scaler.backends.base import (
     BackendError,
     BackendRejected,

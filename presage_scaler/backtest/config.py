@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import (
     AMOUNT_MAX_LENGTH,
     format_duration,
@@ -24,7 +26,7 @@ from presage_scaler.api.quantities import (
     parse_duration,
     plain_number,
 )
-from presage_scaler.api.types import FORECAST_BACKEND, ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.types import FORECAST_BACKEND
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.backtest.errors import BacktestError

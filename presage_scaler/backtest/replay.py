@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.trace import Trace

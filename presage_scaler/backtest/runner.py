@@ -18,8 +18,8 @@ from datetime import timedelta
 
 import numpy as np
 
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import Amount, format_duration
-from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend
 from presage_scaler.backtest.baselines import (
     CostMatch,

@@ -21,7 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.types import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.serving.keda import SCALER_KEY
 
 JSON = dict[str, Any]

@@ -49,7 +49,7 @@ from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.series.timegrid import align_down
 
 if TYPE_CHECKING:
-    from presage_scaler.api.types import PrometheusQuery
+    from presage_scaler.api.predictive_scaler import PrometheusQuery
 
 #: Prometheus refuses range queries of more than 11,000 points per series; longer ranges are
 #: split into several requests of at most this many points.

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 import aiohttp
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec, ForecastBackendStatus
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import ForecastBackendSpec, ForecastBackendStatus
 from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient, NotFound, Resource

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from presage_scaler.api.conditions import Condition, ConditionStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import Condition, ConditionStatus, PredictiveScalerSpec
 from presage_scaler.engine.leadtime import Adjustment
 from presage_scaler.serving.keda import SCALER_KEY
 

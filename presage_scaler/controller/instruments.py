@@ -11,8 +11,8 @@ from datetime import datetime
 from functools import partial
 
 from presage_scaler.api.constraints import FORECAST
+from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.api.quantities import plain_number
-from presage_scaler.api.types import PrometheusQuery
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.evaluator import Recommendation, SignalSource, SignalSpec
 from presage_scaler.engine.shadow import ShadowSummary

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from presage_scaler.api.conditions import Condition
+from presage_scaler.api.predictive_scaler import AgonesFleetTarget, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import AgonesFleetTarget, Condition, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from presage_scaler.api.types import ScaleTargetRef
+from presage_scaler.api.predictive_scaler import ScaleTargetRef
 from presage_scaler.clients.kube.client import JSON, ApiError, Forbidden, KubeClient, Resource
 from presage_scaler.clients.kube.informer import Informer
 

@@ -12,8 +12,8 @@ import base64
 import binascii
 import time
 
+from presage_scaler.api.predictive_scaler import SecretKeyRef
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import SecretKeyRef
 from presage_scaler.clients.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
 from presage_scaler.engine.evaluator import EvaluationError
 

@@ -28,8 +28,8 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON
 
 HELD_AT_MOST = timedelta(minutes=10)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from presage_scaler.api.types import PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
 from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key, status_of
 

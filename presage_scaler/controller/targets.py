@@ -9,8 +9,8 @@ agones.dev Fleet is never scaled through it by presage: Agones stays the single 
 
 from __future__ import annotations
 
+from presage_scaler.api.predictive_scaler import ScaleTargetRef
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import ScaleTargetRef
 from presage_scaler.clients.kube.client import ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
 from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.engine.evaluator import EvaluationError

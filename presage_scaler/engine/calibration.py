@@ -109,7 +109,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from presage_scaler.api.types import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
+from presage_scaler.api.predictive_scaler import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
 from presage_scaler.backends.base import Forecast, HindcastRequest, History
 from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_maxima, window_sums
 from presage_scaler.series.timegrid import steps_for

@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import (
+from presage_scaler.api.predictive_scaler import (
     CapacitySpec,
     LastForecast,
     PredictiveScalerSpec,
@@ -38,6 +36,8 @@ from presage_scaler.api.types import (
     RecommendationBreakdown,
     SignalStatus,
 )
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.calibration import (
     RECENT_PEAK,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from presage_scaler.api.predictive_scaler import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import ForecastSpec, LeadTimeSpec, PredictiveScalerSpec
 from presage_scaler.series.timegrid import steps_for
 
 

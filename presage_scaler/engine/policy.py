@@ -48,8 +48,8 @@ from datetime import datetime
 from typing import Literal
 
 from presage_scaler.api.constraints import Constraint
+from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import Amount
-from presage_scaler.api.types import PolicySpec
 
 # Forecasts are floats; 3.0000000001 replicas' worth of demand should still be 3 replicas.
 _CEIL_TOLERANCE = 1e-9

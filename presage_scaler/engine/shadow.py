@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from presage_scaler.api.types import (
+from presage_scaler.api.predictive_scaler import (
     SHADOW_HOURS,
     SHADOW_MAX_PENDING,
     PolicySpec,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from presage_scaler.api.predictive_scaler import PrometheusQuery, SecretKeyRef
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
 from presage_scaler.clients.prometheus import PrometheusClient, PrometheusClientPool, history_window
 from presage_scaler.engine.evaluator import EvaluationError, SignalSpec

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from presage_scaler.api.types import AgonesFleetTarget
+from presage_scaler.api.predictive_scaler import AgonesFleetTarget
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation
 
 PATH = "/agones/v1/scale"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from presage_scaler.api.types import Mode
+from presage_scaler.api.predictive_scaler import Mode
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import Amount, format_duration, format_quantile, plain_number
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 from presage_scaler.engine.calibration import SPAN
 from presage_scaler.tune.errors import TuneError
 

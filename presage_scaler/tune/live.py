@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound

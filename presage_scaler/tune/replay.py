@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.simulator import Simulation, simulate
 from presage_scaler.engine.evaluator import decide
 from presage_scaler.engine.policy import PolicyState

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import Amount
-from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for
 from presage_scaler.tune.search import Dimension

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.metrics import measure, shortfall
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive

@@ -8,8 +8,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from presage_scaler.api.forecast_backend import TimesFMBackend
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import TimesFMBackend
 from presage_scaler.backends.base import ForecastRequest, History
 from presage_scaler.backends.timesfm import (
     POINT_ONLY,

@@ -9,8 +9,9 @@ import aiohttp
 import httpx
 import pytest
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.timesfm import TimesFMClient
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.engine.evaluator import evaluate

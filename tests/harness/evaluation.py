@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import Forecast, History, ModelIdentity
 from presage_scaler.engine.evaluator import Recommendation, SignalData, decide, signal_specs
 from presage_scaler.engine.leadtime import LeadTime

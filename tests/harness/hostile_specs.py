@@ -18,9 +18,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from presage_scaler.api import quantities
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.introspect import TypeView, fields_of
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.schema import APIModel
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
 
 PROMETHEUS = {"address": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[1m]))"}
 SCALER_BASES: tuple[dict[str, Any], ...] = (

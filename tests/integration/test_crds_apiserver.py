@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from presage_scaler.api.forecast_backend import SeasonalNaiveBackend
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec, SeasonalNaiveBackend
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool, TooManySeries
 from presage_scaler.engine.evaluator import evaluate

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from tests.harness.presage_cluster import REPO, apply, predictive_scaler
 from tests.harness.prometheus import Series
 

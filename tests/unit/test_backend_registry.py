@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from presage_scaler.api.forecast_backend import BackendType, ForecastBackendSpec
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import BackendType, ForecastBackendSpec
 from presage_scaler.backends.registry import FACTORIES, build_backend
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backends.timesfm import TimesFMClient

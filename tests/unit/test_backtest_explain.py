@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from presage_scaler.api.constraints import FORECAST, Constraint
-from presage_scaler.api.types import PolicySpec
+from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.backtest.explain import coverage, note
 from presage_scaler.backtest.replay import PresageRecord
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from presage_scaler.api.conditions import Condition
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import Condition, PredictiveScalerSpec
 from presage_scaler.controller.conditions import (
     CONSUMED,
     ConditionUpdate,

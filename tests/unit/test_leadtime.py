@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import ForecastSpec, LeadTimeSpec
+from presage_scaler.api.predictive_scaler import ForecastSpec, LeadTimeSpec
 from presage_scaler.engine.leadtime import (
     MAX_FORECAST_STEPS,
     HorizonError,

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import Amount
-from presage_scaler.api.types import PolicySpec
 from presage_scaler.engine.policy import PolicyState, SignalInput, decide
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from presage_scaler.api.types import ScaleTargetRef
+from presage_scaler.api.predictive_scaler import ScaleTargetRef
 from presage_scaler.controller.replica_counts import WatchedReplicas, replica_count
 
 

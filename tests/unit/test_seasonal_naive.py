@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from presage_scaler.api.types import SeasonalNaiveBackend
+from presage_scaler.api.forecast_backend import SeasonalNaiveBackend
 from presage_scaler.backends.base import BackendRejected, ForecastRequest, HindcastRequest, History, ModelIdentity
 from presage_scaler.backends.seasonal_naive import (
     LEVEL_CLIP,

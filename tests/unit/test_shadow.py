@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import (
+from presage_scaler.api.predictive_scaler import (
     SHADOW_MAX_PENDING,
     PredictiveScalerSpec,
     PredictiveScalerStatus,

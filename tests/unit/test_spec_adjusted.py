@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import PredictiveScalerSpec
 from presage_scaler.controller.conditions import SPEC_ADJUSTED, spec_adjusted_condition
 from presage_scaler.engine.leadtime import (
     MAX_FORECAST_STEPS,

@@ -19,8 +19,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import Overrides, load_object, scaler_spec
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.trace import Trace

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+from presage_scaler.api.forecast_backend import TimesFMBackend
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import TimesFMBackend
 from presage_scaler.backends.base import (
     BackendRejected,
     BackendUnavailable,

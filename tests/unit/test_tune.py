@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
-from presage_scaler.api.types import ForecastBackendSpec, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace

@@ -1,0 +1,680 @@
+"""The PredictiveScaler kind's spec (target, signals, lead time, forecast, policy) and status
+(recommendation, breakdown, per-signal view, shadow scoring, calibration).
+
+Class docstrings are the type descriptions that the reference prints; keep them to one paragraph.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from presage_scaler.api import quantities
+from presage_scaler.api.conditions import CONDITION_LIST, Condition
+from presage_scaler.api.constraints import Constraint
+from presage_scaler.api.quantities import nanoseconds
+from presage_scaler.api.rules import URL, at_least, durations_parse
+from presage_scaler.api.schema import (
+    APIModel,
+    DecimalString,
+    Duration,
+    Int32,
+    Int64,
+    IntOrDecimal,
+    IntOrPercent,
+    MeasuredString,
+    Quantile,
+    Rule,
+    Timestamp,
+    cel_matches,
+    field,
+)
+
+Mode = Literal["Shadow", "Enforce"]
+LeadTimeSource = Literal["Static", "Observed"]
+
+# Shadow scoring keeps a bounded amount of state in status: hourly buckets over a day, and the
+# recommendations still waiting for their scored moment.
+SHADOW_HOURS = 24
+SHADOW_MAX_PENDING = 32
+
+# Calibration on a backend's own errors keeps, for a backend that cannot recompute its past forecasts,
+# a day of them per signal (one every ten minutes, plus those whose window is still open).
+CALIBRATION_MAX_FORECASTS = 160
+MAX_SIGNALS = 16
+
+
+# --- signals and capacity ------------------------------------------------------------------
+
+
+class SecretKeyRef(APIModel):
+    """SecretKeyRef selects a key of a Secret in the PredictiveScaler's own namespace."""
+
+    key: str = field(minLength=1, maxLength=253)
+    name: str = field(minLength=1, maxLength=253)
+
+
+_BEARER = "BearerTokenSecretRef optionally supplies an Authorization bearer token."
+
+
+class PrometheusQuery(APIModel):
+    """PrometheusQuery is a query against a Prometheus-compatible HTTP API."""
+
+    address: str = field(
+        'Address is the base URL of the query endpoint, e.g. "http://vmselect.monitoring:8481/select/0/prometheus".',
+        **URL,
+    )
+    bearer_token_secret_ref: SecretKeyRef | None = field(_BEARER, default=None)
+    insecure_skip_verify: bool | None = field(
+        "InsecureSkipVerify disables TLS verification. Not recommended.", default=None
+    )
+    query: str = field(
+        "Query must evaluate to exactly one series. If it returns more than one, the PredictiveScaler "
+        "goes Degraded rather than silently picking one.",
+        minLength=1,
+        maxLength=16384,
+    )
+
+
+_CAPACITY_QUERY = (
+    "Query optionally derives per-replica capacity from live data instead of a constant, e.g. average "
+    "capacity across the fleet. Takes precedence over PerReplica when set."
+)
+
+
+class CapacitySpec(APIModel):
+    """CapacitySpec converts a signal's units into replicas."""
+
+    per_replica: IntOrDecimal = field(
+        "PerReplica is how many units of the signal one replica serves. If the signal is already "
+        "expressed in replicas (for example, forecasting allocated GameServers directly), set this to 1.",
+        default=1,
+    )
+    query: PrometheusQuery | None = field(_CAPACITY_QUERY, default=None)
+
+    cel_rules = (
+        Rule(
+            cel=(
+                "has(self.query) || !"
+                + cel_matches("string(self.perReplica)", quantities.DECIMAL_PATTERN)
+                + " || double(string(self.perReplica)) > 0.0"
+            ),
+            message="perReplica must be greater than 0",
+            check=lambda c: c.query is not None or c.per_replica.value > 0,
+            field_path=".perReplica",
+        ),
+    )
+
+
+_HISTORY = (
+    "History is how much past data to feed the model. Capped by the backend's maximum context length. "
+    "Two to four weeks is a reasonable default for workloads with weekly seasonality."
+)
+_RESOLUTION = (
+    "Resolution is the bucket width the series is sampled at. This is the single most consequential "
+    "tuning knob: a foundation model sees a fixed number of points, so resolution decides how far back "
+    "its context reaches. At 5m with a 16k-point context you get ~57 days, which comfortably covers "
+    "weekly seasonality. At 1m you get ~11 days, which does not."
+)
+_SIGNAL_RULES = (
+    at_least("resolution", "1s"),
+    Rule(
+        cel=f"!({durations_parse('self.history', 'self.resolution')})"
+        " || duration(self.history) >= duration(self.resolution)",
+        message="history must be at least one resolution step",
+        check=lambda s: nanoseconds(s.history) >= nanoseconds(s.resolution),
+        field_path=".history",
+    ),
+)
+
+
+class Signal(APIModel):
+    """Signal is the single-signal form, paired with the top-level Capacity. Exactly one of Signal or
+    Signals must be set."""
+
+    history: Duration = field(_HISTORY, default="336h")
+    prometheus: PrometheusQuery | None = field(
+        "Prometheus reads the signal from a Prometheus-compatible range query endpoint (Prometheus, "
+        "Thanos, Mimir, VictoriaMetrics vmselect, ...).",
+        default=None,
+    )
+    resolution: Duration = field(_RESOLUTION, default="5m")
+
+    cel_rules = (
+        Rule(
+            cel="has(self.prometheus)",
+            message="prometheus is required",
+            check=lambda s: s.prometheus is not None,
+            field_path=".prometheus",
+        ),
+        *_SIGNAL_RULES,
+    )
+
+
+class NamedSignal(APIModel):
+    """NamedSignal is one demand dimension in a multi-signal scaler. Each signal is converted to a
+    replica requirement independently and the largest binds, the way an HPA combines multiple metrics.
+    A workload has to be big enough for every dimension it serves, so summing or averaging them would
+    let a quiet dimension mask a busy one."""
+
+    capacity: CapacitySpec = field(
+        "Capacity converts this signal's units into replicas. Required, because there is no sensible "
+        "shared default across dimensions measured in different units."
+    )
+    history: Duration = field(default="336h")
+    name: str = field(
+        "Name identifies the signal in status and metrics. Must be unique within the scaler.",
+        minLength=1,
+        maxLength=63,
+        pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$",
+    )
+    prometheus: PrometheusQuery = field("Prometheus reads this signal from a Prometheus-compatible endpoint.")
+    resolution: Duration = field(default="5m")
+
+    cel_rules = _SIGNAL_RULES
+
+
+def _horizon_covers_lead(horizon: timedelta, lead: LeadTimeSpec) -> bool:
+    """Whether a set horizon reaches the lead time: the static one, and the clamp's floor in any case."""
+    reaches = nanoseconds(horizon) >= nanoseconds(lead.min)
+    return reaches and (lead.source != "Static" or nanoseconds(horizon) >= nanoseconds(lead.static))
+
+
+# --- PredictiveScaler.spec -----------------------------------------------------------------
+
+
+class ForecastSpec(APIModel):
+    """ForecastSpec selects and parameterises the forecasting backend."""
+
+    backend_ref: str | None = field(
+        'BackendRef names a cluster-scoped ForecastBackend. If unset, the backend named "default" is used.',
+        default=None,
+        maxLength=253,
+    )
+    horizon: Duration | None = field(
+        "Horizon is how far ahead to forecast. It must be at least the lead time; forecasting further is "
+        "harmless and makes the projected curve useful for dashboards. Defaults to 4x the resolved lead time.",
+        default=None,
+    )
+
+
+class LeadTimeSpec(APIModel):
+    """LeadTimeSpec configures the forecast horizon. This is the reason predictive autoscaling beats
+    reactive autoscaling. A reactive autoscaler observes demand at time T and starts a replica that is
+    only useful at T+lead, so it is structurally always one lead time behind. presage forecasts demand at
+    T+lead and provisions for that instead."""
+
+    max: Duration = field(default="15m")
+    min: Duration = field(
+        "Min and Max clamp the resolved lead time. They bound the damage from a bad Observed query and stop "
+        "the horizon from collapsing to zero (which would silently turn presage into a reactive autoscaler).",
+        default="30s",
+    )
+    observed: PrometheusQuery | None = field(
+        "Observed is the query used when Source is Observed. It must return a single scalar in seconds -- "
+        "typically a high quantile of the time from pod creation to readiness.",
+        default=None,
+    )
+    source: LeadTimeSource = field(
+        "LeadTimeSource selects how the provisioning lead time is determined.", default="Static"
+    )
+    static: Duration = field("Static is the lead time used when Source is Static.", default="2m")
+
+    cel_rules = (
+        Rule(
+            cel=f"!({durations_parse('self.min', 'self.max')}) || duration(self.min) <= duration(self.max)",
+            message="min must be less than or equal to max",
+            check=lambda lt: nanoseconds(lt.min) <= nanoseconds(lt.max),
+            field_path=".min",
+        ),
+        Rule(
+            cel="self.source != 'Observed' || has(self.observed)",
+            message="observed is required when source is Observed",
+            check=lambda lt: lt.source != "Observed" or lt.observed is not None,
+            field_path=".observed",
+        ),
+    )
+
+
+class ReactiveFloorSpec(APIModel):
+    """ReactiveFloor keeps a conventional reactive computation running alongside the forecast and takes
+    the maximum of the two. With it enabled, forecast error can only ever cause over-provisioning --
+    presage is then strictly safer than the reactive policy it replaces. Disabling it is what unlocks
+    scale-to-zero, at the cost of that guarantee. MaxReplicas and MaxScaleUpRate remain hard constraints
+    and can bind below the floor; the floor removes forecast error as a cause of under-provisioning, not
+    operator-configured limits."""
+
+    buffer_size: IntOrPercent = field(
+        "BufferSize is the spare capacity the reactive floor insists on, as an absolute number of replicas "
+        "or a percentage of current demand.",
+        default="10%",
+    )
+    enabled: bool = field(default=True)
+
+
+class ScaleDownUncertaintyGuardSpec(APIModel):
+    """ScaleDownUncertaintyGuard refuses to release capacity while the forecast is too uncertain. Adding
+    capacity is deliberately never gated this way."""
+
+    enabled: bool = field(default=True)
+    max_relative_spread: DecimalString = field(
+        "MaxRelativeSpread is the largest (upper - lower) / max(lower, 1) that still permits a scale-down. "
+        "Lower values are more conservative.",
+        default="0.25",
+    )
+
+
+class StabilizationSpec(APIModel):
+    """StabilizationSpec damps oscillation."""
+
+    max_scale_down_rate: IntOrPercent = field("MaxScaleDownRate caps a single step's decrease.", default="20%")
+    max_scale_up_rate: IntOrPercent = field(
+        "MaxScaleUpRate caps a single step's increase, as replicas or a percentage of current replicas.",
+        default="100%",
+    )
+    scale_down_window: Duration = field(
+        "ScaleDownWindow is how long the recommendation must stay below the current replica count before a "
+        "scale-down is allowed. Scale-up is deliberately not delayed by default: the whole point is to be "
+        "early.",
+        default="15m",
+    )
+
+
+class PolicySpec(APIModel):
+    """PolicySpec is the decision layer: how a predictive distribution becomes a replica count."""
+
+    headroom: IntOrPercent = field(
+        "Headroom is extra capacity applied on top of the forecast, as an absolute number of signal units or "
+        "a percentage.",
+        default="10%",
+    )
+    max_replicas: Int32 = field(minimum=1)
+    min_replicas: Int32 = field(default=1, minimum=0)
+    reactive_floor: ReactiveFloorSpec = field(
+        ReactiveFloorSpec.__doc__ or "", default_factory=ReactiveFloorSpec, object_default=True
+    )
+    scale_down_quantile: Quantile = field(
+        "ScaleDownQuantile is the lower quantile used to measure how confident the forecast is. It never "
+        "sets the target -- its only job is to feed ScaleDownUncertaintyGuard.",
+        default="0.5",
+    )
+    scale_down_uncertainty_guard: ScaleDownUncertaintyGuardSpec = field(
+        ScaleDownUncertaintyGuardSpec.__doc__ or "",
+        default_factory=ScaleDownUncertaintyGuardSpec,
+        object_default=True,
+    )
+    stabilization: StabilizationSpec = field(
+        StabilizationSpec.__doc__ or "", default_factory=StabilizationSpec, object_default=True
+    )
+    target_quantile: Quantile = field(
+        "TargetQuantile is the service level capacity is sized to: the workload is provisioned for the "
+        "demand this quantile of the forecast implies, in both directions. Raising it buys protection "
+        "against being wrong in the expensive direction. Note that a more uncertain forecast has a fatter "
+        "upper tail, so this automatically provisions more when the model is unsure. Uncertainty should buy "
+        "capacity, not hesitation.",
+        default="0.9",
+    )
+
+    cel_rules = (
+        Rule(
+            cel="self.minReplicas <= self.maxReplicas",
+            message="minReplicas must be less than or equal to maxReplicas",
+            check=lambda p: p.min_replicas <= p.max_replicas,
+            field_path=".minReplicas",
+        ),
+        Rule(
+            cel=(
+                f"!{cel_matches('self.scaleDownQuantile', quantities.QUANTILE_PATTERN)}"
+                f" || !{cel_matches('self.targetQuantile', quantities.QUANTILE_PATTERN)}"
+                " || double(self.scaleDownQuantile) <= double(self.targetQuantile)"
+            ),
+            message="scaleDownQuantile must be less than or equal to targetQuantile",
+            check=lambda p: p.scale_down_quantile <= p.target_quantile,
+            field_path=".scaleDownQuantile",
+        ),
+    )
+
+
+_DEFAULT_MAX_RECOMMENDATION_AGE = "5m"
+
+
+class AgonesFleetTarget(APIModel):
+    """Agones carries options that only apply when Kind is "Fleet" in the agones.dev group. When set,
+    presage does not write replicas directly; it publishes the recommendation on its FleetAutoscaler
+    webhook endpoint so that Agones remains the single writer of Fleet replicas."""
+
+    max_recommendation_age: Duration = field(
+        "MaxRecommendationAge is how stale a cached recommendation may be before the webhook starts refusing "
+        "to answer (returning an error so that a Chain policy falls through to its next entry). Keep this "
+        "comfortably above the reconcile Interval.",
+        default=_DEFAULT_MAX_RECOMMENDATION_AGE,
+    )
+
+
+class ScaleTargetRef(APIModel):
+    """ScaleTargetRef identifies the workload whose replica count is being managed. Two families of
+    target are supported: - Anything exposing the standard scale subresource (Deployment, StatefulSet,
+    ReplicaSet, and most custom resources that implement it). This is the default and requires no
+    target-specific support in presage. - An Agones Fleet, which is NOT scaled directly. Instead presage
+    serves a FleetAutoscaler webhook for it; see AgonesFleetTarget."""
+
+    agones: AgonesFleetTarget | None = field(AgonesFleetTarget.__doc__ or "", default=None)
+    api_version: str = field('APIVersion of the target, e.g. "apps/v1".', minLength=1, maxLength=253)
+    kind: str = field('Kind of the target, e.g. "Deployment".', minLength=1, maxLength=63)
+    name: str = field(
+        "Name of the target. Must be in the same namespace as the PredictiveScaler.", minLength=1, maxLength=253
+    )
+
+    @property
+    def is_agones_fleet(self) -> bool:
+        """Whether the target is an agones.dev Fleet (scaled through the webhook, not directly)."""
+        return self.kind == "Fleet" and self.api_version.startswith("agones.dev/")
+
+    cel_rules = (
+        Rule(
+            cel="!has(self.agones) || (self.kind == 'Fleet' && self.apiVersion.startsWith('agones.dev/'))",
+            message="agones applies only to an agones.dev Fleet (apiVersion agones.dev/v1, kind Fleet)",
+            check=lambda t: t.agones is None or t.is_agones_fleet,
+            field_path=".agones",
+        ),
+    )
+
+
+class PredictiveScalerSpec(APIModel):
+    """PredictiveScalerSpec defines the desired state of a PredictiveScaler."""
+
+    capacity: CapacitySpec | None = field(
+        "Capacity applies to the single-signal form only; multi-signal scalers carry a capacity per signal.",
+        default=None,
+    )
+    forecast: ForecastSpec = field(ForecastSpec.__doc__ or "", default_factory=ForecastSpec)
+    interval: Duration = field(
+        "Interval is how often to refresh the forecast and recommendation. Note that for Agones targets this "
+        "is decoupled from the FleetAutoscaler sync period: Agones may poll the webhook every 30s while "
+        "presage refreshes the underlying forecast far less often.",
+        default="1m",
+    )
+    lead_time: LeadTimeSpec = field(LeadTimeSpec.__doc__ or "", default_factory=LeadTimeSpec, object_default=True)
+    mode: Mode = field(
+        "Mode defaults to Shadow. Run a workload in Shadow long enough to compare the recommendation against "
+        "what actually happened before switching.",
+        default="Shadow",
+    )
+    policy: PolicySpec = field(PolicySpec.__doc__ or "")
+    scale_target_ref: ScaleTargetRef = field(ScaleTargetRef.__doc__ or "")
+    signal: Signal | None = field(Signal.__doc__ or "", default=None)
+    signals: list[NamedSignal] | None = field(
+        "Signals is the multi-signal form. Each entry becomes a replica requirement and the largest binds, so "
+        "the workload ends up sized for whichever dimension needs the most.",
+        default=None,
+        minItems=1,
+        maxItems=MAX_SIGNALS,
+    )
+
+    cel_rules = (
+        at_least("interval", "1s"),
+        Rule(
+            cel=(
+                "!has(self.forecast) || !has(self.forecast.horizon)"
+                f" || !({durations_parse('self.forecast.horizon', 'self.leadTime.min', 'self.leadTime.static')})"
+                " || (duration(self.forecast.horizon) >= duration(self.leadTime.min)"
+                " && (self.leadTime.source != 'Static'"
+                " || duration(self.forecast.horizon) >= duration(self.leadTime.static)))"
+            ),
+            message="forecast.horizon must be at least the lead time (leadTime.static, and never below leadTime.min)",
+            check=lambda s: s.forecast.horizon is None or _horizon_covers_lead(s.forecast.horizon, s.lead_time),
+            field_path=".forecast.horizon",
+        ),
+        Rule(
+            cel=(
+                "!(self.scaleTargetRef.kind == 'Fleet' && self.scaleTargetRef.apiVersion.startsWith('agones.dev/'))"
+                f" || !({durations_parse('self.interval')})"
+                " || (has(self.scaleTargetRef.agones)"
+                f" ? (!({durations_parse('self.scaleTargetRef.agones.maxRecommendationAge')})"
+                " || duration(self.scaleTargetRef.agones.maxRecommendationAge) > duration(self.interval))"
+                f" : duration('{_DEFAULT_MAX_RECOMMENDATION_AGE}') > duration(self.interval))"
+            ),
+            message=(
+                "interval must be shorter than scaleTargetRef.agones.maxRecommendationAge (default "
+                f"{_DEFAULT_MAX_RECOMMENDATION_AGE}) for an Agones Fleet: the webhook refuses a recommendation older "
+                "than that, so it would refuse for part of every interval"
+            ),
+            check=lambda s: (
+                not s.scale_target_ref.is_agones_fleet
+                or nanoseconds((s.scale_target_ref.agones or AgonesFleetTarget()).max_recommendation_age)
+                > nanoseconds(s.interval)
+            ),
+            field_path=".interval",
+        ),
+        Rule(
+            cel="has(self.signal) != has(self.signals)",
+            message="exactly one of signal or signals must be set",
+            check=lambda s: (s.signal is None) != (s.signals is None),
+        ),
+        Rule(
+            cel="!has(self.capacity) || has(self.signal)",
+            message="capacity applies only to the single-signal form (signal); with signals, set signals[].capacity",
+            check=lambda s: s.capacity is None or s.signal is not None,
+            field_path=".capacity",
+        ),
+        Rule(
+            cel="!has(self.signals) || self.signals.all(s, self.signals.exists_one(t, t.name == s.name))",
+            message="signal names must be unique within the scaler",
+            check=lambda s: s.signals is None or len({sig.name for sig in s.signals}) == len(s.signals),
+            field_path=".signals",
+        ),
+    )
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+class RecommendationBreakdown(APIModel):
+    """RecommendationBreakdown records how the number was arrived at, so that a surprising replica count
+    can be explained without re-deriving it."""
+
+    binding_signal: str | None = field(
+        "BindingSignal names the signal that required the most replicas. With several signals this answers "
+        '"which dimension is driving the size of this workload", which is the first thing anyone asks.',
+        default=None,
+    )
+    constraint: str | None = field(
+        "Constraint names the binding constraint, if any: one of "
+        + ", ".join(f'"{c}"' for c in Constraint)
+        + ', or "" when the forecast bound.',
+        default=None,
+    )
+    predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")
+    reactive: Int32 | None = field("Reactive is the replica count the reactive floor would have chosen.", default=None)
+
+
+class LastForecast(APIModel):
+    """LastForecast describes the binding signal's forecast."""
+
+    backend: str = field("Backend that produced it.")
+    generated_at: Timestamp = field("GeneratedAt is when the forecast was produced.")
+    lead_time_seconds: Int64 = field("LeadTimeSeconds actually used for this forecast.")
+    model: str | None = field("Model identifier reported by the backend, if any.", default=None)
+    point: MeasuredString = field("Point is the point forecast at the lead time.")
+    quantiles: dict[str, MeasuredString] | None = field(
+        "Quantiles maps quantile to forecast value at the lead time.", default=None
+    )
+    revision: str | None = field(
+        "Revision of the model weights, when the backend pins one. presage does not vendor weights, so "
+        "recording which revision produced a forecast is the only way to explain a behaviour change that "
+        "came from the model rather than from configuration.",
+        default=None,
+    )
+
+
+class SignalStatus(APIModel):
+    """SignalStatus is the per-signal view of one evaluation."""
+
+    forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
+    gap_steps: Int32 | None = field("GapSteps is how many steps of the query window were gap-filled.", default=None)
+    name: str = field()
+    observed: MeasuredString = field("Observed is the latest sampled value.")
+    replicas: Int32 = field("Replicas this signal alone would have required.")
+    sized_to: MeasuredString | None = field(
+        "SizedTo is what this signal's replicas were sized to: the calibrated targetQuantile forecast of the "
+        "highest demand over the sizing window (from the next step up to the lead time plus the interval), so "
+        "that replicas = ceil((sizedTo + headroom) / capacity) can be checked; the largest over signals is "
+        "breakdown.predictive.",
+        default=None,
+    )
+
+
+class ShadowPrediction(APIModel):
+    """ShadowPrediction is one recommendation waiting to be scored: what presage recommended at Time, to be
+    compared with the demand observed at Time plus LeadTimeSeconds."""
+
+    lead_time_seconds: Int64 = field("LeadTimeSeconds is the lead time the recommendation was made for.", minimum=0)
+    reactive: Int32 = field(
+        "Reactive is what the reactive floor alone would have chosen at Time, within minReplicas and maxReplicas."
+    )
+    replicas: Int32 = field("Replicas is the replica count presage recommended at Time.")
+    time: Timestamp = field("Time is when the recommendation was made.")
+    window_forecasts: list[MeasuredString] | None = field(
+        "WindowForecasts holds, per signal in spec order, the targetQuantile forecast of the highest demand "
+        "over the sizing window (from the step after Time up to the lead time plus the interval) that sized "
+        "the recommendation.",
+        default=None,
+        maxItems=MAX_SIGNALS,
+    )
+    window_seconds: Int64 | None = field(
+        "WindowSeconds is the sizing window's length: the lead time plus the interval.", default=None, minimum=0
+    )
+
+
+class ShadowBucket(APIModel):
+    """ShadowBucket aggregates the recommendations scored in one hour, by the hour their scored moment fell
+    in."""
+
+    covered: Int32 = field("Covered counts the scored moments where the recommendation covered demand.")
+    quantile_covered: Int32 | None = field(
+        "QuantileCovered counts the scored sizing windows whose highest demand was at or below the "
+        "targetQuantile forecast.",
+        default=None,
+        minimum=0,
+    )
+    quantile_samples: Int32 | None = field(
+        "QuantileSamples counts the sizing windows scored in this hour (one per signal and recommendation).",
+        default=None,
+        minimum=0,
+    )
+    over_provisioning: MeasuredString = field(
+        "OverProvisioning is the mean of (recommended - required) / max(required, 1) over the scored moments, "
+        "counting 0 where the recommendation fell short."
+    )
+    reactive_covered: Int32 = field("ReactiveCovered is Covered for the reactive floor's figure.")
+    reactive_over_provisioning: MeasuredString = field(
+        "ReactiveOverProvisioning is OverProvisioning for the reactive floor's figure."
+    )
+    samples: Int32 = field("Samples is how many recommendations were scored in this hour.", minimum=0)
+    start: Timestamp = field("Start of the hour.")
+
+
+class ShadowStatus(APIModel):
+    """ShadowStatus scores past recommendations against what actually happened. A recommendation made at
+    time t is scored once the demand at t plus its lead time has been observed: the replicas that demand
+    required are the largest, over signals, of observed demand over per-replica capacity, rounded up. The
+    recommendation covered demand when it was at least that many replicas. The same is computed for the
+    reactive floor's figure at t, which is what a reactive autoscaler would have provisioned. Once the whole
+    sizing window after t (up to the lead time plus the interval) has been observed, each signal's highest
+    demand in it is compared with the targetQuantile forecast that sized the recommendation:
+    QuantileCoverage near the targetQuantile means the forecasts are calibrated. The summary covers the last
+    24 hours (Buckets) and survives restarts, together with the recommendations still waiting to be scored
+    (Pending). It is recorded in both modes; in Shadow it is the evidence for switching to Enforce."""
+
+    buckets: list[ShadowBucket] | None = field(
+        "Buckets holds the hourly aggregates the summary is computed from, oldest first.",
+        default=None,
+        maxItems=SHADOW_HOURS,
+    )
+    coverage: MeasuredString | None = field(
+        "Coverage is the fraction of scored moments where presage's recommendation covered demand.", default=None
+    )
+    last_scored_time: Timestamp | None = field(
+        "LastScoredTime is the latest moment (t plus lead time) that was scored.", default=None
+    )
+    over_provisioning: MeasuredString | None = field(
+        "OverProvisioning is the mean of (recommended - required) / max(required, 1) over the scored moments, "
+        "counting 0 where the recommendation fell short: 0.2 means 20% more replicas than demand needed.",
+        default=None,
+    )
+    pending: list[ShadowPrediction] | None = field(
+        "Pending holds the recommendations not yet scored, oldest first. When it is full, new recommendations "
+        "are not recorded until older ones are scored; a recommendation that would be scored on the same "
+        "samples as the newest pending one (made within the same signal step) is not recorded.",
+        default=None,
+        maxItems=SHADOW_MAX_PENDING,
+    )
+    quantile_coverage: MeasuredString | None = field(
+        "QuantileCoverage is the fraction of scored sizing windows whose highest demand was at or below "
+        "presage's targetQuantile forecast: calibrated forecasts cover a fraction targetQuantile.",
+        default=None,
+    )
+    reactive_coverage: MeasuredString | None = field(
+        "ReactiveCoverage is Coverage for the reactive floor's figure on the same moments.", default=None
+    )
+    reactive_over_provisioning: MeasuredString | None = field(
+        "ReactiveOverProvisioning is OverProvisioning for the reactive floor's figure on the same moments.",
+        default=None,
+    )
+    samples: Int64 | None = field("Samples is how many recommendations the summary scores.", default=None, minimum=0)
+    window_start: Timestamp | None = field(
+        "WindowStart is the start of the oldest hour the summary covers.", default=None
+    )
+
+
+class CalibrationForecast(APIModel):
+    """CalibrationForecast is one forecast presage sized from, kept until the demand it forecast has been
+    observed and scored."""
+
+    reference: MeasuredString = field("Reference is the highest point forecast over the sizing window.")
+    time: Timestamp = field("Time is the time of the newest history point the forecast was made from.")
+    window: Int32 = field("Window is the sizing window in steps of the signal's resolution.", minimum=1)
+
+
+class SignalCalibration(APIModel):
+    """SignalCalibration holds one signal's recent forecasts, at the resolution they were made at."""
+
+    forecasts: list[CalibrationForecast] | None = field(
+        "Forecasts are the recorded forecasts, oldest first: at most one every ten minutes over the last day.",
+        default=None,
+        maxItems=CALIBRATION_MAX_FORECASTS,
+    )
+    name: str = field()
+    resolution: Duration = field("Resolution of the signal the forecasts were made at.")
+
+
+class PredictiveScalerStatus(APIModel):
+    """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
+
+    breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
+    calibration: list[SignalCalibration] | None = field(
+        "Calibration holds, per signal, the recent forecasts of a backend that cannot recompute its past "
+        "forecasts (TimesFM), so that sizing stays calibrated on the backend's own errors across restarts. "
+        "Empty for SeasonalNaive, which recomputes them from the history at every evaluation.",
+        default=None,
+        maxItems=MAX_SIGNALS,
+    )
+    conditions: list[Condition] | None = field(default=None, **CONDITION_LIST)
+    current_replicas: Int32 | None = field("CurrentReplicas last read from the target.", default=None)
+    last_forecast: LastForecast | None = field(LastForecast.__doc__ or "", default=None)
+    last_scale_time: Timestamp | None = field(default=None)
+    observed_generation: Int64 | None = field(default=None)
+    recommended_replicas: Int32 | None = field(
+        "RecommendedReplicas is what presage would apply (and does apply in Enforce mode).", default=None
+    )
+    scale_down_candidate_since: Timestamp | None = field(
+        "ScaleDownCandidateSince tracks the start of the scale-down stabilization window. Cleared whenever "
+        "the recommendation stops being below current.",
+        default=None,
+    )
+    shadow: ShadowStatus | None = field(ShadowStatus.__doc__ or "", default=None)
+    signal_statuses: list[SignalStatus] | None = field(
+        "SignalStatuses carries one entry per configured signal, so a multi-signal scaler can be debugged "
+        "without guessing which dimension produced which number.",
+        default=None,
+    )
