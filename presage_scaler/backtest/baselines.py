@@ -8,7 +8,6 @@ a policy's choice.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from presage_scaler.api.quantities import Amount
+from presage_scaler.engine.policy import whole_replicas
 from presage_scaler.series.timegrid import steps_for
 
 HPA_TOLERANCE = 0.1
@@ -45,10 +45,11 @@ def oracle_targets(demand: np.ndarray, per_replica: float, window: int) -> np.nd
     """
     padded = np.concatenate([demand, np.full(window - 1, -np.inf)])
     peaks = np.maximum(sliding_window_view(padded, window).max(axis=1), 0.0)
-    targets = np.ceil(peaks / per_replica)
-    # The division can round below the true quotient (its last bit, or underflow to 0).
+    targets = np.fromiter(map(whole_replicas, (peaks / per_replica).tolist()), dtype=np.int64, count=len(peaks))
+    # Never under: where the tolerance (or a quotient rounded down, or one that underflowed to 0)
+    # leaves a peak a rounding error above the count's capacity, one more replica covers it.
     targets += targets * per_replica < peaks
-    return targets.astype(np.int64)
+    return targets
 
 
 @dataclass
@@ -121,7 +122,7 @@ class ReactivePolicy:
         if current > 0 and abs(wanted / (current * self.per_replica) - 1.0) <= HPA_TOLERANCE:
             raw = current
         else:
-            raw = math.ceil(wanted / self.per_replica)
+            raw = whole_replicas(wanted / self.per_replica)
         recent = self._recent
         while recent and recent[-1][1] <= raw:
             recent.pop()

@@ -30,6 +30,7 @@ from presage_scaler.api.types import FORECAST_BACKEND
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.engine.policy import whole_replicas
 
 if TYPE_CHECKING:  # trace.py needs the backtest extra; the command's flags are parsed before it is checked
     from presage_scaler.backtest.trace import Trace
@@ -156,7 +157,7 @@ def _default_spec(trace: Trace, overrides: Overrides) -> dict[str, Any]:
     if overrides.per_replica is None or overrides.lead_time is None:
         raise BacktestError("without --spec, --per-replica and --lead-time are required")
     lead = overrides.lead_time
-    peak = math.ceil(float(trace.values.max()) / overrides.per_replica)
+    peak = whole_replicas(float(trace.values.max()) / overrides.per_replica)
     if MAX_REPLICAS_FACTOR * peak > INT32_MAX:
         raise BacktestError(
             f"--per-replica {overrides.per_replica:g} makes the trace's peak need {peak} replicas; "

@@ -51,12 +51,16 @@ from presage_scaler.api.constraints import Constraint
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import Amount
 
-# Forecasts are floats; 3.0000000001 replicas' worth of demand should still be 3 replicas.
-_CEIL_TOLERANCE = 1e-9
+REPLICA_TOLERANCE = 1e-9
+"""How far above a whole number a replica count may be and still be that number: forecasts and demand
+are floats, and 3.0000000001 replicas' worth of demand is 3 replicas."""
 
 
-def _ceil(value: float) -> int:
-    return max(0, math.ceil(value - _CEIL_TOLERANCE))
+def whole_replicas(replicas: float) -> int:
+    """A fractional replica count (demand / per-replica capacity) rounded up to whole replicas, within
+    :data:`REPLICA_TOLERANCE`, and never below 0. Every count presage or a backtest baseline derives
+    from demand is rounded here, so they agree on what a given demand needs."""
+    return max(0, math.ceil(replicas - REPLICA_TOLERANCE))
 
 
 @dataclass(frozen=True)
@@ -113,15 +117,15 @@ class Decision:
 
 def _forecast_replicas(signal: SignalInput, policy: PolicySpec) -> int:
     upper = max(signal.upper, 0.0)
-    return _ceil((upper + policy.headroom.of(upper)) / signal.capacity)
+    return whole_replicas((upper + policy.headroom.of(upper)) / signal.capacity)
 
 
 def _reactive_replicas(signal: SignalInput, policy: PolicySpec) -> int:
     observed = max(signal.observed, 0.0)
     buffer = policy.reactive_floor.buffer_size
     if buffer.percent:
-        return _ceil(observed * (1.0 + buffer.value / 100.0) / signal.capacity)
-    return _ceil(observed / signal.capacity) + _ceil(buffer.value)
+        return whole_replicas(observed * (1.0 + buffer.value / 100.0) / signal.capacity)
+    return whole_replicas(observed / signal.capacity) + whole_replicas(buffer.value)
 
 
 def relative_spread(upper: float, lower: float) -> float:
@@ -134,7 +138,7 @@ def _max_step(current: int, rate: Amount, *, round_up: bool) -> int:
     if rate.value <= 0:
         return 0
     amount = rate.of(current)
-    steps = _ceil(amount) if round_up else math.floor(amount + _CEIL_TOLERANCE)
+    steps = whole_replicas(amount) if round_up else math.floor(amount + REPLICA_TOLERANCE)
     return max(1, steps)
 
 

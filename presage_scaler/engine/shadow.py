@@ -29,7 +29,6 @@ favouring any outcome. Pure: no I/O, time comes in as arguments.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -44,11 +43,12 @@ from presage_scaler.api.predictive_scaler import (
     ShadowStatus,
 )
 from presage_scaler.engine.evaluator import Recommendation, SignalData
+from presage_scaler.engine.policy import whole_replicas
 from presage_scaler.series.timegrid import align_down, steps_for
 
 BUCKET = timedelta(hours=1)
-# Demand is a float; 3.0000000001 replicas' worth is still 3 replicas (as in the policy).
-_CEIL_TOLERANCE = 1e-9
+# Forecasts and demand are floats: a window maximum a rounding error above the forecast is covered.
+_COVERED_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -164,10 +164,6 @@ def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Predi
     )
 
 
-def _ceil(value: float) -> int:
-    return max(0, math.ceil(value - _CEIL_TOLERANCE))
-
-
 def _first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:
     aligned = align_down(moment, step)
     return aligned if aligned == moment else aligned + step
@@ -201,7 +197,7 @@ def quantile_covered(data: Sequence[SignalData], prediction: Prediction, now: da
         if begin < 0:
             continue
         highest = float(values[begin : len(values) - (newest - last) // step].max())
-        covered += highest <= forecast + _CEIL_TOLERANCE * max(abs(forecast), 1.0)
+        covered += highest <= forecast + _COVERED_TOLERANCE * max(abs(forecast), 1.0)
         samples += 1
     return covered, samples
 
@@ -229,7 +225,7 @@ def required_replicas(data: Sequence[SignalData], moment: datetime, now: datetim
         value = _observed_at(signal, moment, now)
         if value is None:
             return None
-        required = max(required, _ceil(max(value, 0.0) / signal.capacity))
+        required = max(required, whole_replicas(max(value, 0.0) / signal.capacity))
     return required
 
 
