@@ -13,9 +13,26 @@ from hypothesis import strategies as st
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import Amount
-from presage_scaler.engine.policy import PolicyState, SignalInput, decide
+from presage_scaler.engine.policy import PolicyState, SignalInput, decide, whole_replicas
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("replicas", "whole"),
+    [
+        (3.0, 3),
+        (3.0000000001, 3),
+        (3.00001, 4),
+        (2.5, 3),
+        (0.0, 0),
+        (1e-12, 0),
+        (-4.2, 0),
+        (33 / 11.000000000000002, 3),
+    ],
+)
+def test_whole_replicas_round_up_within_the_float_tolerance(replicas, whole):
+    assert whole_replicas(replicas) == whole
 
 
 def policy(**overrides: Any) -> PolicySpec:
