@@ -17,7 +17,7 @@ from presage_scaler.cli.scaledobject import (
 )
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import JSON, KubeClient
-from presage_scaler.controller.live import CommandError, read_scaler
+from presage_scaler.controller.scaler_lookup import CommandError, read_scaler
 
 PROG = "presage scaledobject"
 

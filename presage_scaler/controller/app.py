@@ -26,12 +26,12 @@ from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.informer import Informer, identity_only
 from presage_scaler.clients.kube.leader import LeaderElector
 from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.backends import FORECAST_BACKENDS, BackendController
-from presage_scaler.controller.garbage import collecting_less_often
+from presage_scaler.controller.forecast_backend_controller import FORECAST_BACKENDS, BackendController
+from presage_scaler.controller.gc_tuning import collecting_less_often
+from presage_scaler.controller.keda_scaledobjects import KubeScaledObjectTriggers
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
+from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS, Key
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.scaledobjects import KubeScaledObjectTriggers
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key
-from presage_scaler.controller.scalers import ScalerController
 from presage_scaler.controller.shards import ShardElection, lease_of, shard_lease_name, shard_of
 from presage_scaler.controller.status_cadence import LeaseVouch
 from presage_scaler.observability.metrics import ScalerMetrics
@@ -120,7 +120,7 @@ def forecaster_session() -> aiohttp.ClientSession:
 @contextlib.asynccontextmanager
 async def running(options: ControllerOptions) -> AsyncIterator[RunningController]:
     """Start everything; on exit stop the servers, release the Lease and close clients. The cycle
-    collector runs less often meanwhile (:mod:`presage_scaler.controller.garbage`)."""
+    collector runs less often meanwhile (:mod:`presage_scaler.controller.gc_tuning`)."""
     with collecting_less_often():
         async with _components(options) as app:
             yield app

@@ -25,7 +25,6 @@ from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
-from presage_scaler.controller.backends import BackendController, BackendUnusable
 from presage_scaler.controller.conditions import (
     CONSUMED,
     DEGRADED,
@@ -39,9 +38,10 @@ from presage_scaler.controller.conditions import (
     spec_adjusted_condition,
     unconsumed_warning_due,
 )
+from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
+from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS, Key, status_of
+from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS, Key, status_of
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from presage_scaler.backtest.from_flags import _trace as trace_from_flags
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.prometheus import PrometheusError
-from presage_scaler.controller.live import CommandError
+from presage_scaler.controller.scaler_lookup import CommandError
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.tune.errors import TuneError
-from presage_scaler.tune.live import read_live
+from presage_scaler.tune.from_cluster import read_live
 from presage_scaler.tune.output import table, write_document, write_spec
 from presage_scaler.tune.report import write_report
 from presage_scaler.tune.search import Slo

@@ -16,8 +16,8 @@ import pytest
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import running
-from presage_scaler.controller.scaler_objects import ScalerEntry
-from presage_scaler.controller.scalers import ScalerController
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
+from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 from tests.harness.fixtures_prometheus import PrometheusFactory

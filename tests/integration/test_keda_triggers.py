@@ -24,8 +24,8 @@ import pytest
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, RunningController, running
-from presage_scaler.controller.scaler_objects import ScalerEntry
-from presage_scaler.controller.scalers import ScalerController
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
+from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc

@@ -9,7 +9,7 @@ import pytest
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
 from presage_scaler.clients.kube.informer import Informer
-from presage_scaler.controller.scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
 from tests.harness.presage_cluster import apply, deployment
 
 pytestmark = pytest.mark.integration

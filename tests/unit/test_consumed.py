@@ -19,7 +19,7 @@ from presage_scaler.controller.conditions import (
     hides_known,
     unconsumed_warning_due,
 )
-from presage_scaler.controller.scaledobjects import ConsumerIndex, scalers_named
+from presage_scaler.controller.keda_scaledobjects import ConsumerIndex, scalers_named
 
 NS = "shop"
 PRESAGE = {"type": "external", "metadata": {"scalerAddress": "presage:9090", "predictiveScaler": "web"}}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from presage_scaler.controller.scalers import ScalerController
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
 from presage_scaler.serving.freshness import FreshnessRecord
 from presage_scaler.serving.store import RecommendationStore
 

@@ -26,7 +26,7 @@ from presage_scaler.backtest.config import Overrides, load_object, scaler_spec
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
-from presage_scaler.controller.scaler_objects import SpecCache, status_of, stored_recommendation
+from presage_scaler.controller.predictive_scaler_objects import SpecCache, status_of, stored_recommendation
 from presage_scaler.engine.evaluator import EvaluationError
 from tests.harness.hostile_specs import SCALER_BASES, backend_specs, scaler_specs
 

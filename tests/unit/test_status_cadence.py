@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from presage_scaler.controller.scaler_objects import ScalerEntry
+from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
 from presage_scaler.controller.status_cadence import (
     HELD_AT_MOST,
     LeaseVouch,

@@ -14,8 +14,8 @@ from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
-from presage_scaler.controller.backends import FORECAST_BACKENDS
-from presage_scaler.controller.live import read_scaler
+from presage_scaler.controller.forecast_backend_controller import FORECAST_BACKENDS
+from presage_scaler.controller.scaler_lookup import read_scaler
 from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.errors import TuneError

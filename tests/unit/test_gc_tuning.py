@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from presage_scaler.controller.garbage import YOUNG_THRESHOLD, collecting_less_often
+from presage_scaler.controller.gc_tuning import YOUNG_THRESHOLD, collecting_less_often
 
 
 @pytest.fixture

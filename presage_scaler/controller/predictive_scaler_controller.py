@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.backends import BackendController
 from presage_scaler.controller.conditions import ScaledObjectConsumers
+from presage_scaler.controller.forecast_backend_controller import BackendController
+from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.reconcile import ScalerReconciler, served_within
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.schedule import Scheduler
 from presage_scaler.controller.status_cadence import LeaseVouch
 from presage_scaler.controller.status_writer import StatusWriter
