@@ -11,8 +11,8 @@ Numbers are bounded by what the server can compute with, not only by JSON:
 
 - a value's magnitude is at most :data:`MAX_ABS_VALUE`. The engine scales each series by its mean
   and standard deviation in float64, and the sum of squared deviations over a full context
-  (16,256 points) overflows beyond about 1.05e152; measured with the tests' checkpoint, in float32
-  and bfloat16, a series alternating between ±1.0e152 is forecast and one at ±1.06e152 is not.
+  (16,256 points) overflows beyond about 1.05e152; ``tests/forecaster/test_fuzz_http.py`` forecasts
+  series at the bound at full context, in float32 and bfloat16.
 - a timestamp lies in the years 1 to 9999 (:data:`MIN_TIMESTAMP`, :data:`MAX_TIMESTAMP`), so its
   step and the forecast's timestamps stay finite.
 - integers of any size (JSON has no limit) are compared, never converted to float unchecked.

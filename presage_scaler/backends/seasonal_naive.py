@@ -120,10 +120,9 @@ LEVEL_CLIP = (0.5, 2.0)
 """The level ratio's bounds: one unusual hour moves the forecast by at most a factor of two."""
 
 PEAK_WINDOW = timedelta(minutes=1)
-"""The point forecast never goes below the peak of this last span. It was 15 minutes until calibration
-chose, per forecast, whether to hold the reference at the 15-minute peak (2026-12-04): here, for every
-forecast, that span cost the smooth noisy crane pods up to 7 % more (crane_a 1.66× the oracle at 2
-minutes' lead against 1.55×), and the bursty traces that need it (NASA, ELB) get it from calibration."""
+"""The point forecast never goes below the peak of this last span: short, because a longer hold here
+would apply to every forecast, while calibration holds the 15-minute peak only where it pays
+(:data:`presage_scaler.engine.calibration.RECENT_PEAK`). Checked by ``benchmarks/bench_backtest.py``."""
 
 SEASONAL = "seasonal-naive"
 RECENT_LEVEL = "recent-level"

@@ -23,8 +23,8 @@ Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Ku
 condition reason to report.
 
 Requests go over aiohttp rather than httpx for CPU: the controller sends one query per evaluation,
-and measured in benchmarks/bench_controller.py aiohttp spends about a seventh of httpx's CPU per
-request (0.14 ms against 1.1 ms).
+and aiohttp spends several times less client CPU per request (``benchmarks/bench_http_clients.py``
+measures the ratio).
 """
 
 from __future__ import annotations

@@ -2,11 +2,10 @@
 
 Every evaluation builds and drops JSON dicts, pydantic models and numpy arrays; nearly all of them
 are freed by reference counting at once, but the cycle collector counts container allocations, not
-garbage, so at CPython's default it ran ten times a second in a controller evaluating 130 scalers a
-second and spent 5.5 % of the controller's CPU walking objects that were still alive
-(``benchmarks/bench_controller.py``, 1,000 scalers, 2026-12-03: 1.03 s of a 30-s window's 18.6 s,
-313 young, 29 middle and 3 full collections). With YOUNG_THRESHOLD the same window ran none: what
-reference counting frees never reaches it, and cycles (rare here) wait a little longer.
+garbage, so at CPython's default a busy controller runs it many times a second, walking objects that
+are still alive. With YOUNG_THRESHOLD what reference counting frees never reaches it, and cycles
+(rare here) wait a little longer. ``benchmarks/bench_controller.py`` reports the collector's CPU
+per evaluation.
 """
 
 from __future__ import annotations

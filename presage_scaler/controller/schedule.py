@@ -29,8 +29,8 @@ run that outlasts the delay is followed one delay after it ends.
 
 The scheduler waits with ``asyncio.timeout``, never ``asyncio.wait_for`` (the lint bans it): on
 Python 3.11 ``wait_for`` returns its awaitable's result when it is cancelled just as that result
-arrives, so a scheduler woken by a finished evaluation at the moment of shutdown ignored the
-cancellation, found itself no longer leading and waited forever; the process never exited."""
+arrives, so a scheduler woken by a finished evaluation at the moment of shutdown would ignore the
+cancellation, find itself no longer leading and wait forever, and the process would never exit."""
 
 
 class Scheduler(Generic[K]):

@@ -45,10 +45,9 @@ VOUCHED_SPARE = 1.25
 """The same spare where the Lease vouches: there a hold costs no freshness a write would give (either
 way the served recommendation is as old as the time since it was last confirmed, and the owner
 decides again at every evaluation and republishes every retry period), so the spare only guards
-against the Lease's lateness growing before the next decision. With 1.5, a controller behind its
-schedule on a slow machine (each scaler every 115–120 s at 10,000 scalers and 1m, right after a
-fresh install's first round) wrote every status, which kept it behind: measured, 1.00 writes per
-evaluation and 88.7 evaluations/s, against 0.15 and 154.1/s on a faster run of the same code."""
+against the Lease's lateness growing before the next decision. Smaller than SPACING_SPARE because a
+controller behind its schedule would otherwise write every status, which keeps it behind; checked by
+``benchmarks/bench_controller.py`` (status writes per evaluation)."""
 
 
 def merge_patch(target: JSON, patch: JSON) -> JSON:

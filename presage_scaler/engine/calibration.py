@@ -129,13 +129,13 @@ ANALOG = timedelta(days=1)
 
 ANALOG_RANK = 0.9
 """A miss the day before at this time counts when it is beyond this quantile of the day's errors: one
-window in ten where errors do not recur by time of day; measured on nine real traces, 0.95 left too
-many recurring misses uncovered and cost more on the spikiest (ELB 4.20× the oracle against 3.72×)."""
+window in ten where errors do not recur by time of day; a higher rank leaves recurring misses
+uncovered on spiky demand. Checked by ``benchmarks/bench_backtest.py``."""
 
 ANALOG_SCALE_RANGE = (0.5, 2.0)
 """How far the ratio of the day before's noise level to today's may scale yesterday's miss into
-today's units: measured on nine real traces, unbounded it cost crane_f 6 % more, and the bound moved
-every other trace by 1 % at most."""
+today's units: unbounded, a quarter hour far calmer or noisier than today's would set the whole
+correction. Checked by ``benchmarks/bench_backtest.py``."""
 
 LEVEL_WINDOW = timedelta(hours=1)
 """The span whose mean is the level the backend's reference may be blended with."""
@@ -145,9 +145,8 @@ RECENT_PEAK = timedelta(minutes=15)
 
 PEAK_SAVING = 0.05
 """How much less (a share of the held reference's cost) the backend's own reference must size over the
-day to be used without the hold. Measured on nine real traces (2026-12-04): with no margin NASA cost
-1.89× the oracle at 2 minutes' lead against 1.84×; 0.03 and 0.06 moved the geometric mean over the
-15 named cells by under 0.003× from 0.05's."""
+day to be used without the hold: without a margin, a day whose errors favour the unheld reference by
+chance releases capacity that bursty demand still needs. Checked by ``benchmarks/bench_backtest.py``."""
 
 BLEND_WEIGHTS = (1.0, 0.75, 0.5, 0.25, 0.0)
 """The backend's share of the reference that calibration chooses among, the backend alone first."""
@@ -163,10 +162,7 @@ over the day than the backend alone: a backend that is about as good is kept."""
 YESTERDAY_SAVING = 0.05
 """How much more (a share of the backend alone's cost) a blend with yesterday's window must save than
 the blend with the level it replaces: a second partner chosen on the same day's errors wins more
-often by chance. Measured on nine real traces (2026-12-03): with no margin ELB cost 3.52× the oracle
-at 2 and 5 minutes' lead against 3.45×, and the geometric mean over the 15 named cells 1.709× against
-1.702×; with 0.15 (a blend with yesterday then has to save 0.2 of the backend's cost) crane_g at 10
-minutes was short 1.17 % of the time against 0.86 %."""
+often by chance. Checked by ``benchmarks/bench_backtest.py``."""
 
 LEVEL = "level"
 """The blend partner ``ℓ``: the last hour's mean."""
@@ -185,10 +181,9 @@ SCALE_MIN_STEPS = 12
 
 SCALE_LONG_FACTOR = 5
 """The longer noise span, in multiples of the short one (75 minutes at 1-minute steps, 5 hours at
-5-minute steps). Measured on nine real traces (2026-12-03): the geometric mean over the 15 named cells
-1.73× → 1.71× the oracle, 1.57× → 1.54× with the uncertainty guard off. Longer spans (120 and 240
-steps) cut the guard-off cost a little more (1.53×) but took crane_f at 10 minutes' lead from 1.83× to
-1.95× and 2.22×: a long memory keeps the band wide after a noisy hour, so the guard holds."""
+5-minute steps): long enough to steady the noise level, short enough that the band narrows again
+after a noisy hour instead of keeping the uncertainty guard holding. Checked by
+``benchmarks/bench_backtest.py``."""
 
 SCALE_FLOOR = 0.1
 """A window's noise level is taken as at least this fraction of the typical one."""

@@ -114,7 +114,7 @@ def echoed(value: str) -> str:
     """``value`` quoted for an error message: at most :data:`ECHO_MAX_CHARS` of it, and its length when cut.
 
     Names, namespaces and metric names arrive unchecked from the client. Quoted whole, a 3 MiB name
-    became a 3 MiB ``grpc-message`` trailer, and anything past 8 KiB already fails a Python client's
+    would be a 3 MiB ``grpc-message`` trailer, and anything past 8 KiB already fails a Python client's
     metadata limit, which then sees RESOURCE_EXHAUSTED instead of the refusal.
     """
     if len(value) <= ECHO_MAX_CHARS:

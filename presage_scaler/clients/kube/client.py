@@ -111,9 +111,9 @@ class WatchEvent:
 class KubeClient:
     """One connection pool to one API server; use as an async context manager or call :meth:`close`.
 
-    aiohttp rather than httpx here: the controller makes two API calls per evaluation, and
-    measured on the same API server aiohttp spends about a seventh of httpx's CPU per request
-    (0.14 ms against 1.09 ms), which is what bounds evaluations per second (docs/controller.md).
+    aiohttp rather than httpx here: the controller makes two API calls per evaluation, and client CPU
+    per request is what bounds evaluations per second (docs/controller.md); aiohttp spends several
+    times less of it (``benchmarks/bench_http_clients.py`` measures the ratio).
     """
 
     def __init__(self, config: KubeConfig, *, timeout: float = 30.0, user_agent: str = "presage-scaler") -> None:
