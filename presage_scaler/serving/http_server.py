@@ -1,28 +1,40 @@
-"""The scaler's HTTP server: probes, ``/metrics`` and the Agones FleetAutoscaler webhook.
+"""The scaler's HTTP servers: the Agones FleetAutoscaler webhook, and probes and ``/metrics``.
 
-A Starlette app served by uvicorn as a task of the running event loop, beside the controller and
-the gRPC server. Optional TLS (a certificate and key, as mounted from a Secret) is what a
-FleetAutoscaler's ``caBundle`` verifies; uvicorn reads them once, at start.
+Starlette apps served by uvicorn as tasks of the running event loop, beside the controller and the
+gRPC server, on two listeners:
 
-* ``GET /healthz``: 200 whenever the event loop answers (liveness).
-* ``GET /readyz``: 200 once the ``ready`` callable says so, else 503 with its reason.
-* ``GET /metrics``: Prometheus exposition of :class:`ScalerMetrics`' registry.
-* ``POST /agones/v1/scale``: :mod:`presage_scaler.serving.agones`, answered from the store alone.
+* the **webhook port** (:func:`serve_http`, 8080): ``POST /agones/v1/scale``
+  (:mod:`presage_scaler.serving.agones`, answered from the store alone), and the probe routes below.
+  Optional TLS (a certificate and key, as mounted from a Secret) is what a FleetAutoscaler's
+  ``caBundle`` verifies; uvicorn reads them once, at start.
+* the **probe port** (:func:`serve_probes`, 8081): ``GET /healthz`` (200 whenever the event loop
+  answers), ``GET /readyz`` (200 once the ``ready`` callable says so, else 503 with its reason) and
+  ``GET /metrics`` (Prometheus exposition of :class:`ScalerMetrics`' registry), plain HTTP. The
+  kubelet's probes and Prometheus call it; Agones cannot reach it (the chart's NetworkPolicy), so no
+  webhook client can hold what the probes need.
 
-No client can make the server hold memory or connections without bound (:class:`HttpLimits`):
+No client can make a listener hold memory or connections without bound, nor starve another client
+(:class:`HttpLimits`; :mod:`~presage_scaler.serving.http_connections` says which connections go
+when a bound is reached):
 
 * A webhook body is read up to ``max_body_bytes`` (1 MiB) and no further: a larger Content-Length
   is refused at once, before a byte of the body is read, and a chunked body is counted as it
   streams in and refused where it crosses the limit (413 ``RequestTooLarge``). A body that has not
   fully arrived within ``body_timeout`` (10 s) is refused (408 ``RequestTimeout``). Both answers
-  carry ``Connection: close``, so the rest of the body is never read.
+  carry ``Connection: close``; the rest of the body is then read and discarded, up to
+  ``drain_bytes`` (16 MiB) within ``drain_timeout`` (5 s), so a client that sends its whole body
+  before reading gets the status rather than a reset.
 * A connection must deliver a complete request head within ``head_timeout`` (10 s) of opening (with
   TLS: of its handshake, which asyncio bounds at 60 s) or of its previous response, or it is closed
-  unanswered: uvicorn alone restarts its keep-alive timer on every byte, so a client trickling a
-  header (slowloris) would hold its connection forever. Heads are at most 16 KiB (h11's default);
-  an invalid Content-Length is a plain-text 400 from h11.
-* Once ``limit_concurrency`` (100) connections are open, uvicorn answers a further request 503
-  (plain text) without calling the app, so at most about 100 MiB of bodies are buffered at once.
+  unanswered. A head of more than ``max_head_bytes`` (16 KiB), whether it arrives in pieces or in
+  one write, is refused with 431; an invalid Content-Length is a plain-text 400 from h11.
+* A client that leaves a response unread for ``response_timeout`` (10 s) with the send buffer full
+  is disconnected.
+* Connections are bounded per peer address (``max_connections_per_peer``, 128) and in total
+  (``max_connections``, 1024), and bodies read at once by ``max_bodies`` (64, so at most 64 MiB of
+  bodies is buffered). At a bound the connections the server is *waiting on* (for a head, a body, a
+  response to be read) of the peer holding the most are closed, oldest first; a newcomer from another
+  address is always served.
 """
 
 from __future__ import annotations
@@ -37,24 +49,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-import h11
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving import agones
+from presage_scaler.serving.http_connections import BoundedH11Protocol, HttpLimits, ListenerConnections
 from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
+DEFAULT_PROBE_PORT = 8081
+DEFAULT_LIMITS = HttpLimits()
 Readiness = Callable[[], bool | str]
 """True when ready; False, or a string saying why, when not."""
 
@@ -65,20 +77,6 @@ class TLSFiles:
 
     cert: Path
     key: Path
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """What one client may cost the server; the module docstring says how each is enforced."""
-
-    max_body_bytes: int = agones.MAX_BODY_BYTES
-    """The largest webhook body read; a larger one is refused with 413."""
-    body_timeout: float = 10.0
-    """Seconds from the request head to the last byte of its body; a slower body is refused with 408."""
-    head_timeout: float = 10.0
-    """Seconds a connection may take to send a complete request head, from opening or its last response."""
-    limit_concurrency: int = 100
-    """Open connections (the asking one included) at which uvicorn answers 503 instead of calling the app."""
 
 
 async def _read_body(request: Request, limits: HttpLimits) -> bytes:
@@ -115,16 +113,7 @@ def _too_large(limit: int) -> agones.WebhookError:
     return agones.WebhookError(413, "RequestTooLarge", f"request body exceeds {limit} bytes")
 
 
-def build_app(
-    store: RecommendationStore,
-    metrics: ScalerMetrics,
-    *,
-    ready: Readiness = lambda: True,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    limits: HttpLimits = HttpLimits(),
-) -> Starlette:
-    """The ASGI app; :func:`serve_http` runs it, tests may drive it in memory."""
-
+def _probe_routes(metrics: ScalerMetrics, ready: Readiness) -> list[Route]:
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok\n")
 
@@ -138,6 +127,29 @@ def build_app(
     async def metrics_endpoint(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
+    ]
+
+
+def build_probe_app(metrics: ScalerMetrics, *, ready: Readiness = lambda: True) -> Starlette:
+    """The probe port's ASGI app: ``/healthz``, ``/readyz`` and ``/metrics``."""
+    return Starlette(routes=_probe_routes(metrics, ready))
+
+
+def build_app(
+    store: RecommendationStore,
+    metrics: ScalerMetrics,
+    *,
+    ready: Readiness = lambda: True,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    limits: HttpLimits = DEFAULT_LIMITS,
+) -> Starlette:
+    """The webhook port's ASGI app (the webhook and the probe routes); :func:`serve_http` runs it,
+    tests may drive it in memory."""
+
     async def scale(request: Request) -> Response:
         started = time.perf_counter()
         headers: dict[str, str] = {}
@@ -145,7 +157,7 @@ def build_app(
             try:
                 body = await _read_body(request, limits)
             except agones.WebhookError:
-                # Close rather than keep the connection: uvicorn would otherwise read the rest of the body.
+                # The body is not read to its end: the connection cannot carry another request.
                 headers["connection"] = "close"
                 raise
             review = agones.answer(store, body, now())
@@ -158,58 +170,7 @@ def build_app(
         metrics.observe_webhook_request(status, time.perf_counter() - started)
         return JSONResponse(content, status_code=status, headers=headers)
 
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_endpoint, methods=["GET"]),
-            Route(agones.PATH, scale, methods=["POST"]),
-        ]
-    )
-
-
-class _H11WithHeadDeadline(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request head.
-
-    uvicorn arms no timer before a connection's first request and restarts its keep-alive timer on
-    every byte, so without this a client sending a header a byte at a time keeps its connection
-    forever. The deadline is armed when the connection opens and after each response, cancelled once
-    h11 has a complete request head, and when it fires the connection is closed unanswered (HTTP has
-    no response to a request that has not been made)."""
-
-    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._head_timeout = head_timeout
-        self._head_deadline: asyncio.TimerHandle | None = None
-
-    def _arm_if_waiting_for_a_head(self) -> None:
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self._disarm()
-            # uvicorn's keep-alive handler is exactly "close this idle connection".
-            self._head_deadline = self.loop.call_later(self._head_timeout, self.timeout_keep_alive_handler)
-
-    def _disarm(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_if_waiting_for_a_head()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm()
-
-    def on_response_complete(self) -> None:
-        # A pipelined request already parsed by uvicorn leaves their_state past IDLE: no deadline then.
-        super().on_response_complete()
-        self._arm_if_waiting_for_a_head()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
+    return Starlette(routes=[*_probe_routes(metrics, ready), Route(agones.PATH, scale, methods=["POST"])])
 
 
 class _Server(uvicorn.Server):
@@ -266,16 +227,38 @@ async def serve_http(
     ready: Readiness = lambda: True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     grace: float = 5.0,
-    limits: HttpLimits = HttpLimits(),
+    limits: HttpLimits = DEFAULT_LIMITS,
 ) -> HttpServer:
-    """Bind ``host:port`` (``port=0`` picks a free one; a taken port raises OSError at once), start
-    serving on the running loop and return once the server accepts connections. ``limits`` bound
-    what one client may cost (:class:`HttpLimits`)."""
+    """Serve the webhook port: bind ``host:port`` (``port=0`` picks a free one; a taken port raises
+    OSError at once), start serving on the running loop and return once the server accepts
+    connections. ``limits`` bound what clients may cost (:class:`HttpLimits`)."""
+    app = build_app(store, metrics, ready=ready, now=now, limits=limits)
+    return await _serve(app, "http", host, port, tls, grace, limits)
+
+
+async def serve_probes(
+    metrics: ScalerMetrics,
+    *,
+    port: int = DEFAULT_PROBE_PORT,
+    host: str = "0.0.0.0",
+    ready: Readiness = lambda: True,
+    grace: float = 5.0,
+    limits: HttpLimits = DEFAULT_LIMITS,
+) -> HttpServer:
+    """Serve the probe port (``/healthz``, ``/readyz``, ``/metrics``, plain HTTP) as :func:`serve_http`
+    serves the webhook port, with connections bounded on their own."""
+    return await _serve(build_probe_app(metrics, ready=ready), "probes", host, port, None, grace, limits)
+
+
+async def _serve(
+    app: Starlette, name: str, host: str, port: int, tls: TLSFiles | None, grace: float, limits: HttpLimits
+) -> HttpServer:
     sock = _bind(host, port)
+    connections = ListenerConnections(limits)
     config = uvicorn.Config(
-        build_app(store, metrics, ready=ready, now=now, limits=limits),
-        http=partial(_H11WithHeadDeadline, head_timeout=limits.head_timeout),  # type: ignore[arg-type]
-        limit_concurrency=limits.limit_concurrency,
+        app,
+        http=partial(BoundedH11Protocol, connections=connections),  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=limits.max_head_bytes,
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -284,13 +267,13 @@ async def serve_http(
         ssl_keyfile=str(tls.key) if tls else None,
     )
     server = _Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name="presage-http")
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"presage-{name}")
     while not server.started:
         if task.done():
             sock.close()
             task.result()  # raises what stopped it (a bad certificate, ...)
-            raise RuntimeError("the HTTP server exited during startup")
+            raise RuntimeError(f"the {name} HTTP server exited during startup")
         await asyncio.sleep(0.01)
     bound = sock.getsockname()[1]
-    log.info("http server listening host=%s port=%d tls=%s", host, bound, tls is not None)
+    log.info("%s server listening host=%s port=%d tls=%s", name, host, bound, tls is not None)
     return HttpServer(port=bound, tls=tls is not None, _server=server, _task=task)

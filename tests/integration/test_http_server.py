@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import http.client
 import json
 import re
 import ssl
@@ -307,8 +308,9 @@ class Raw:
     writer: asyncio.StreamWriter
 
     @classmethod
-    async def open(cls, port: int) -> Raw:
-        return cls(*await asyncio.open_connection("127.0.0.1", port))
+    async def open(cls, port: int, source: str = "127.0.0.1") -> Raw:
+        """A connection from ``source``: another loopback address is another peer to the server."""
+        return cls(*await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)))
 
     async def send(self, data: bytes) -> None:
         self.writer.write(data)
@@ -467,18 +469,139 @@ async def test_the_head_deadline_spares_slow_bodies_and_idle_keep_alive(h: Runni
             conn.close()
 
 
-async def test_connections_beyond_the_limit_are_answered_503(h: Running) -> None:
+async def idle(port: int, source: str, count: int) -> list[Raw]:
+    """``count`` connections from ``source``, each with a request head that never ends."""
+    conns = [await Raw.open(port, source) for _ in range(count)]
+    for conn in conns:
+        await conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    await asyncio.sleep(0.2)  # the server has seen them all
+    return conns
+
+
+async def from_address(port: int, source: str) -> int:
+    """A webhook review posted on a fresh connection from ``source``: the status."""
+    transport = httpx.AsyncHTTPTransport(local_address=source)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", transport=transport, timeout=3.0) as client:
+        return (await client.post(PATH, content=review())).status_code
+
+
+def closed_now(conns: list[Raw]) -> list[bool]:
+    return [conn.gone() for conn in conns]
+
+
+async def test_a_peer_over_its_bound_loses_its_own_oldest_idle_connection(h: Running) -> None:
     await h.store.put(fleet_rec(clock=h.clock))
-    async with limited(h, limit_concurrency=4, head_timeout=1.0) as server:
-        idle = [await Raw.open(server.port) for _ in range(4)]
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=5.0) as client:
-            try:
-                assert (await client.post(PATH, content=review())).status_code == 503
-                assert all([await conn.closed_by_server(timeout=3.0) for conn in idle])
-            finally:
-                for conn in idle:
-                    conn.close()
-            assert (await client.post(PATH, content=review())).status_code == 200
+    async with limited(h, max_connections_per_peer=4) as server:
+        held = await idle(server.port, "127.0.0.2", 4)
+        newest = await idle(server.port, "127.0.0.2", 1)
+        try:
+            assert closed_now(held + newest) == [True, False, False, False, False]
+            assert await from_address(server.port, "127.0.0.1") == 200
+        finally:
+            for conn in held + newest:
+                conn.close()
+
+
+async def test_a_full_listener_closes_the_largest_holder_not_the_newcomer(h: Running) -> None:
+    """Six connections open of six: a seventh, from a third address, is served, and the one closed for
+    it is the oldest of the address holding the most."""
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, max_connections=6) as server:
+        many = await idle(server.port, "127.0.0.2", 4)
+        few = await idle(server.port, "127.0.0.3", 2)
+        try:
+            assert await from_address(server.port, "127.0.0.4") == 200
+            await asyncio.sleep(0.1)
+            assert closed_now(many) == [True, False, False, False]
+            assert closed_now(few) == [False, False]
+        finally:
+            for conn in many + few:
+                conn.close()
+
+
+async def test_a_request_being_answered_is_never_closed_for_room(h: Running) -> None:
+    """At the bound with only requests in progress besides it, a newcomer is the one that goes."""
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, max_connections_per_peer=2, body_timeout=5.0) as server:
+        body = review()
+        first, second = await Raw.open(server.port, "127.0.0.2"), await Raw.open(server.port, "127.0.0.2")
+        try:
+            for conn in (first, second):
+                await conn.send(head(len(body)) + body)
+                assert (await conn.response())[0] == 200
+            await second.send(head(len(body)) + body[:10])  # a body under way: waited on, not answered
+            third = await Raw.open(server.port, "127.0.0.2")
+            await asyncio.sleep(0.1)
+            assert closed_now([first, second, third]) == [True, False, False]  # first was idle, kept alive
+            await second.send(body[10:])
+            assert (await second.response())[0] == 200
+            third.close()
+        finally:
+            first.close()
+            second.close()
+
+
+async def test_bodies_read_at_once_are_bounded_by_closing_the_largest_reader(h: Running) -> None:
+    await h.store.put(fleet_rec(clock=h.clock))
+    async with limited(h, max_bodies=2, body_timeout=5.0) as server:
+        body = review()
+        slow = [await Raw.open(server.port, "127.0.0.2") for _ in range(2)]
+        other = await Raw.open(server.port, "127.0.0.3")
+        try:
+            for conn in [*slow, other]:
+                await conn.send(head(len(body)) + body[:10])
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+            assert closed_now([*slow, other]) == [True, False, False]
+            await other.send(body[10:])
+            assert (await other.response())[0] == 200
+        finally:
+            for conn in [*slow, other]:
+                conn.close()
+
+
+def post_whole_body_then_read(port: int, size: int) -> tuple[int, bytes]:
+    """What Python's http.client does: send the head and the whole body, only then read."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", PATH, body=b" " * size, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("size", [2 << 20, 10 << 20])
+async def test_a_client_that_sends_a_large_body_before_reading_gets_the_413(h: Running, size: int) -> None:
+    status, body = await asyncio.to_thread(post_whole_body_then_read, h.server.port, size)
+    assert (status, json.loads(body)["reason"]) == (413, "RequestTooLarge")
+    assert (await h.client.get("/healthz")).status_code == 200
+
+
+async def test_a_body_beyond_the_drain_bound_is_not_read(h: Running) -> None:
+    async with limited(h, drain_bytes=2 << 20) as server:
+        with pytest.raises(ConnectionError):
+            await asyncio.to_thread(post_whole_body_then_read, server.port, 10 << 20)
+
+
+@pytest.mark.parametrize(("header_bytes", "status"), [(16_000, 200), (100_000, 431), (200_000, 431)])
+async def test_a_head_is_bounded_whether_it_arrives_whole_or_in_pieces(
+    h: Running, header_bytes: int, status: int
+) -> None:
+    big = b"X-Padding: " + b"a" * header_bytes + b"\r\n"
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + big + b"\r\n"
+    for pieces in (1, 50):
+        conn = await Raw.open(h.server.port)
+        try:
+            step = -(-len(request) // pieces)
+            for at in range(0, len(request), step):
+                await conn.send(request[at : at + step])
+            got, headers, text = await conn.response()
+            assert got == status, (pieces, got, text)
+            if status == 431:
+                assert headers["connection"] == "close" and b"16384 bytes" in text
+        finally:
+            conn.close()
 
 
 @pytest.mark.parametrize(
