@@ -183,6 +183,7 @@ async def controller_rate(
         namespaces=(NAMESPACE,),
         grpc_port=0,
         http_port=0,
+        health_port=0,
         lease_namespace=NAMESPACE,  # one replica, leader of its Lease, which vouches for held statuses
         concurrency=concurrency,
     )
@@ -325,6 +326,7 @@ def processes_rate(
                 f"--namespaces={NAMESPACE}",
                 "--grpc-port=0",
                 f"--http-port={port}",
+                "--health-port=0",
                 f"--lease-namespace={NAMESPACE}",
                 f"--lease-name=bench-{shards}",
                 f"--identity=bench-{shards}-{k}",

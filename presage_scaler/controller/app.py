@@ -37,7 +37,7 @@ from presage_scaler.controller.status_cadence import LeaseVouch
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.freshness import ANNOTATION, FreshnessRecord, LeaseFreshness
 from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
-from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_http
+from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_health, serve_http
 from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 from presage_scaler.serving.store_metrics import served_metrics
@@ -58,6 +58,7 @@ class ControllerOptions:
     http_port: int = 8080
     http_host: str = "0.0.0.0"
     http_tls: TLSFiles | None = None
+    health_port: int = 8081  # /healthz, /readyz, /metrics on http_host, where no webhook client reaches
     leader_elect: bool = True
     lease_namespace: str | None = None  # default: the pod's namespace (or the kubeconfig context's)
     lease_name: str = "presage-scaler"
@@ -85,6 +86,7 @@ class RunningController:
     elector: LeaderElector | ShardElection | None
     grpc: ScalerServer
     http: HttpServer
+    health: HttpServer
     metrics: ScalerMetrics
     scaler_informer: Informer
     backend_informer: Informer
@@ -242,6 +244,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
         http = await serve_http(
             store, metrics, port=options.http_port, host=options.http_host, tls=options.http_tls, ready=ready
         )
+        health = await serve_health(metrics, port=options.health_port, host=options.http_host, ready=ready)
         tasks = [
             asyncio.create_task(coro, name=name)
             for name, coro in (
@@ -269,11 +272,13 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
         for task in tasks:
             task.add_done_callback(watch_task)
         log.info(
-            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d leader_elect=%s shards=%d",
+            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d health_port=%d "
+            "leader_elect=%s shards=%d",
             options.identity,
             ",".join(namespaces or ["*"]),
             grpc.port,
             http.port,
+            health.port,
             options.leader_elect,
             options.shards,
         )
@@ -287,6 +292,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
                 elector,
                 grpc,
                 http,
+                health,
                 metrics,
                 scaler_informer,
                 backend_informer,
@@ -297,6 +303,7 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
         finally:
             await grpc.stop(grace=2.0)
             await http.stop(grace=2.0)
+            await health.stop(grace=2.0)
             for task in reversed(tasks):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

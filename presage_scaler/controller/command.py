@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http-port", type=int, default=8080, help="Agones webhook, /metrics, /healthz, /readyz (default: 8080)"
     )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=8081,
+        help="/healthz, /readyz and /metrics on a listener of their own, plain HTTP, for the kubelet's probes "
+        "and Prometheus (default: 8081)",
+    )
     parser.add_argument("--http-tls-cert", type=Path, help="PEM certificate for HTTPS (for a FleetAutoscaler caBundle)")
     parser.add_argument("--http-tls-key", type=Path, help="PEM private key for HTTPS")
     parser.add_argument(
@@ -97,6 +104,7 @@ def options_from(args: argparse.Namespace) -> ControllerOptions:
         grpc_tls=tls,
         http_port=args.http_port,
         http_tls=http_tls,
+        health_port=args.health_port,
         leader_elect=args.leader_elect,
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,

@@ -4,10 +4,10 @@ Starlette apps served by uvicorn as tasks of the running event loop, beside the 
 gRPC server, on two listeners:
 
 * the **webhook port** (:func:`serve_http`, 8080): ``POST /agones/v1/scale``
-  (:mod:`presage_scaler.serving.agones`, answered from the store alone), and the probe routes below.
+  (:mod:`presage_scaler.serving.agones`, answered from the store alone), and the health routes below.
   Optional TLS (a certificate and key, as mounted from a Secret) is what a FleetAutoscaler's
   ``caBundle`` verifies; uvicorn reads them once, at start.
-* the **probe port** (:func:`serve_probes`, 8081): ``GET /healthz`` (200 whenever the event loop
+* the **health port** (:func:`serve_health`, 8081): ``GET /healthz`` (200 whenever the event loop
   answers), ``GET /readyz`` (200 once the ``ready`` callable says so, else 503 with its reason) and
   ``GET /metrics`` (Prometheus exposition of :class:`ScalerMetrics`' registry), plain HTTP. The
   kubelet's probes and Prometheus call it; Agones cannot reach it (the chart's NetworkPolicy), so no
@@ -65,7 +65,7 @@ from presage_scaler.serving.store import RecommendationStore
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
-DEFAULT_PROBE_PORT = 8081
+DEFAULT_HEALTH_PORT = 8081
 DEFAULT_LIMITS = HttpLimits()
 Readiness = Callable[[], bool | str]
 """True when ready; False, or a string saying why, when not."""
@@ -113,7 +113,7 @@ def _too_large(limit: int) -> agones.WebhookError:
     return agones.WebhookError(413, "RequestTooLarge", f"request body exceeds {limit} bytes")
 
 
-def _probe_routes(metrics: ScalerMetrics, ready: Readiness) -> list[Route]:
+def _health_routes(metrics: ScalerMetrics, ready: Readiness) -> list[Route]:
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok\n")
 
@@ -134,9 +134,9 @@ def _probe_routes(metrics: ScalerMetrics, ready: Readiness) -> list[Route]:
     ]
 
 
-def build_probe_app(metrics: ScalerMetrics, *, ready: Readiness = lambda: True) -> Starlette:
-    """The probe port's ASGI app: ``/healthz``, ``/readyz`` and ``/metrics``."""
-    return Starlette(routes=_probe_routes(metrics, ready))
+def build_health_app(metrics: ScalerMetrics, *, ready: Readiness = lambda: True) -> Starlette:
+    """The health port's ASGI app: ``/healthz``, ``/readyz`` and ``/metrics``."""
+    return Starlette(routes=_health_routes(metrics, ready))
 
 
 def build_app(
@@ -147,7 +147,7 @@ def build_app(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     limits: HttpLimits = DEFAULT_LIMITS,
 ) -> Starlette:
-    """The webhook port's ASGI app (the webhook and the probe routes); :func:`serve_http` runs it,
+    """The webhook port's ASGI app (the webhook and the health routes); :func:`serve_http` runs it,
     tests may drive it in memory."""
 
     async def scale(request: Request) -> Response:
@@ -170,7 +170,7 @@ def build_app(
         metrics.observe_webhook_request(status, time.perf_counter() - started)
         return JSONResponse(content, status_code=status, headers=headers)
 
-    return Starlette(routes=[*_probe_routes(metrics, ready), Route(agones.PATH, scale, methods=["POST"])])
+    return Starlette(routes=[*_health_routes(metrics, ready), Route(agones.PATH, scale, methods=["POST"])])
 
 
 class _Server(uvicorn.Server):
@@ -236,18 +236,18 @@ async def serve_http(
     return await _serve(app, "http", host, port, tls, grace, limits)
 
 
-async def serve_probes(
+async def serve_health(
     metrics: ScalerMetrics,
     *,
-    port: int = DEFAULT_PROBE_PORT,
+    port: int = DEFAULT_HEALTH_PORT,
     host: str = "0.0.0.0",
     ready: Readiness = lambda: True,
     grace: float = 5.0,
     limits: HttpLimits = DEFAULT_LIMITS,
 ) -> HttpServer:
-    """Serve the probe port (``/healthz``, ``/readyz``, ``/metrics``, plain HTTP) as :func:`serve_http`
+    """Serve the health port (``/healthz``, ``/readyz``, ``/metrics``, plain HTTP) as :func:`serve_http`
     serves the webhook port, with connections bounded on their own."""
-    return await _serve(build_probe_app(metrics, ready=ready), "probes", host, port, None, grace, limits)
+    return await _serve(build_health_app(metrics, ready=ready), "health", host, port, None, grace, limits)
 
 
 async def _serve(

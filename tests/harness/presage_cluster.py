@@ -135,7 +135,8 @@ evaluation writes its status (how the controller worked before statuses were hel
 
 def options(plane: KubeControlPlane, namespace: str, **overrides: Any) -> ControllerOptions:
     """An in-process controller watching one namespace, on free ports, without a Lease unless asked."""
-    settings = {"grpc_port": 0, "http_port": 0, "leader_elect": False, "probe_period": 2.0} | overrides
+    ports = {"grpc_port": 0, "http_port": 0, "health_port": 0}
+    settings = ports | {"leader_elect": False, "probe_period": 2.0} | overrides
     return ControllerOptions(kubeconfig=plane.kubeconfig, namespaces=(namespace,), **settings)
 
 
@@ -153,6 +154,7 @@ def controller_process(
         f"--namespaces={namespace}",
         "--grpc-port=0",
         "--http-port=0",
+        "--health-port=0",
         f"--lease-namespace={namespace}",
         f"--identity={identity}",
         "--lease-duration=4",

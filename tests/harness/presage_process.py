@@ -1,7 +1,7 @@
 """``presage run`` as a process, configured the way the Helm chart's Deployment configures the pod.
 
 There is no kubelet in the tests, so the chart's Deployment never gets a running pod. This runs what
-the pod would run instead: the container's ``args`` as the chart rendered them (only the two ports
+the pod would run instead: the container's ``args`` as the chart rendered them (only the ports
 moved to free loopback ports), authenticated as the chart's ServiceAccount with a token from the
 TokenRequest API, so the chart's RBAC is what presage gets. What a pod learns from its environment
 is passed as flags: the Lease's namespace (a pod reads it from its ServiceAccount mount).
@@ -18,7 +18,7 @@ from tests.harness.kube import KubeControlPlane, KubeHarnessError
 from tests.harness.presage_cluster import REPO
 from tests.harness.process import ServerProcess, free_ports
 
-_PORT_FLAGS = ("--grpc-port=", "--http-port=")
+_PORT_FLAGS = ("--grpc-port=", "--http-port=", "--health-port=")
 
 
 def scaler_pod(manifest: list[dict[str, Any]], name: str = "presage-scaler") -> dict[str, Any]:
@@ -43,7 +43,7 @@ class PresageScaler:
         self.workdir = workdir
         self.service_account: str = pod["serviceAccountName"]
         self.chart_args: list[str] = container["args"]
-        self.grpc_port, self.http_port = free_ports(2)
+        self.grpc_port, self.http_port, self.health_port = free_ports(3)
         self._process: ServerProcess | None = None
         self._starts = 0
 
@@ -65,6 +65,7 @@ class PresageScaler:
             *kept,
             f"--grpc-port={self.grpc_port}",
             f"--http-port={self.http_port}",
+            f"--health-port={self.health_port}",
             f"--kubeconfig={kubeconfig}",
             f"--lease-namespace={self.namespace}",
             f"--identity=e2e-{self._starts}",
@@ -79,7 +80,8 @@ class PresageScaler:
         self._process = ServerProcess("presage-scaler", argv, log, error=KubeHarnessError, cwd=REPO)
         try:
             deadline = time.monotonic() + self.READY_TIMEOUT_S
-            self._process.wait_http(f"http://127.0.0.1:{self.http_port}/readyz", deadline)
+            # Where the chart's readiness probe asks.
+            self._process.wait_http(f"http://127.0.0.1:{self.health_port}/readyz", deadline)
         except BaseException:
             self.stop()
             raise

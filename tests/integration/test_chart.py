@@ -36,6 +36,7 @@ EVERYTHING = {
     "scaler.extraArgs": "{--concurrency=64}",
     "scaler.watchTargets": "false",
     "scaler.grpc.port": "9443",
+    "scaler.health.port": "8082",
     "scaler.grpc.tls.secretName": "presage-grpc-tls",
     "scaler.grpc.tls.requireClientCert": "true",
     "scaler.grpc.tls.clientCASecretName": "keda-client-ca",
@@ -91,7 +92,13 @@ def mounted_secret(pod: dict[str, Any], container: dict[str, Any], path: str) ->
 
 def test_default_args_are_the_documented_ones(helm: Helm) -> None:
     [container] = scaler_pod(list(render(helm, {}).values()))["containers"]
-    assert container["args"] == ["run", "--grpc-port=9090", "--http-port=8080", "--lease-name=presage-scaler"]
+    assert container["args"] == [
+        "run",
+        "--grpc-port=9090",
+        "--http-port=8080",
+        "--health-port=8081",
+        "--lease-name=presage-scaler",
+    ]
 
 
 def test_every_option_reaches_presage_run(helm: Helm) -> None:
@@ -102,7 +109,7 @@ def test_every_option_reaches_presage_run(helm: Helm) -> None:
     # presage's own parser: an unknown or misspelt flag exits here.
     args = build_parser().parse_args(container["args"])
     assert args.command == "run"
-    assert (args.grpc_port, args.http_port, args.lease_name) == (9443, 8080, "presage-scaler")
+    assert (args.grpc_port, args.http_port, args.health_port, args.lease_name) == (9443, 8080, 8082, "presage-scaler")
     assert (args.namespaces, args.log_level, args.leader_elect) == ("shop,payments", "DEBUG", False)
     assert (args.staleness_factor, args.staleness_floor, args.concurrency) == (4.0, 60.0, 64)
     assert args.watch_targets is False
@@ -128,10 +135,12 @@ def test_every_option_reaches_presage_run(helm: Helm) -> None:
     for what, (path, source) in files.items():
         assert isinstance(path, Path), what
         assert mounted_secret(pod, container, str(path)) == source, what
-    # Probes follow the HTTP server onto TLS; the Service follows the gRPC port.
-    assert {container[p]["httpGet"]["scheme"] for p in ("livenessProbe", "readinessProbe")} == {"HTTPS"}
+    # Probes stay on the plain-HTTP health port when the webhook serves HTTPS; the Service follows the ports.
+    probes = [container[p]["httpGet"] for p in ("livenessProbe", "readinessProbe")]
+    assert [(p["port"], p.get("scheme", "HTTP")) for p in probes] == [("health", "HTTP")] * 2
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}["health"] == 8082
     ports = {p["name"]: p["port"] for p in objects["Service", "presage-scaler"]["spec"]["ports"]}
-    assert ports == {"grpc": 9443, "http": 8080}
+    assert ports == {"grpc": 9443, "http": 8080, "health": 8082}
     assert ("Deployment", "presage-forecaster") in objects
 
 
@@ -175,11 +184,12 @@ def test_network_policy_namespaces_are_values(helm: Helm) -> None:
     defaults = render(helm, {"forecaster.enabled": "true"})
     assert admitted(defaults["NetworkPolicy", "presage-scaler"]) == {
         "grpc": {"keda"},
-        "http": {"agones-system", "monitoring"},
+        "http": {"agones-system"},
+        "health": {"monitoring"},
     }
     changed = render(helm, EVERYTHING)
     # An empty namespace drops its rule: no Agones here.
-    assert admitted(changed["NetworkPolicy", "presage-scaler"]) == {"grpc": {"keda-system"}, "http": {"prometheus"}}
+    assert admitted(changed["NetworkPolicy", "presage-scaler"]) == {"grpc": {"keda-system"}, "health": {"prometheus"}}
     assert admitted(changed["NetworkPolicy", "presage-forecaster"]) == {"http": {"own", "prometheus"}}
     off = render(helm, {"forecaster.enabled": "true", "networkPolicy.enabled": "false"})
     assert not [key for key in off if key[0] == "NetworkPolicy"]

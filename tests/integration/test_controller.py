@@ -71,9 +71,15 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
         # Shadow scoring starts with the first evaluation: its prediction waits for its lead time.
         assert status["shadow"]["pending"], status["shadow"]
 
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http.port}") as http:
-            assert (await http.get("/readyz")).status_code == 200
-            assert (await http.get("/healthz")).status_code == 200
+        # The health port (the kubelet's probes, Prometheus) and the webhook port both answer them.
+        for port in (app.health.port, app.http.port):
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                assert (await http.get("/readyz")).status_code == 200
+                assert (await http.get("/healthz")).status_code == 200
+                exposition = (await http.get("/metrics")).text
+                assert "presage_recommended_replicas" in exposition
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.health.port}") as http:
+            assert (await http.post("/agones/v1/scale", content=b"{}")).status_code == 404  # no webhook there
             exposition = (await http.get("/metrics")).text
         labels = f'namespace="{kube_namespace}",scaler="web"'
         recommended = next(

@@ -177,6 +177,7 @@ async def _run_sharded_with_its_token(cluster, kube_namespace, backend_name, pro
         namespaces=(kube_namespace,),
         grpc_port=0,
         http_port=0,
+        health_port=0,
         lease_namespace="presage-system",
         lease_name=name,
         shards=SHARDS,

@@ -3,9 +3,10 @@
 The server runs in its own process with its default limits; the attacker in another
 (:mod:`tests.harness.idle_connections`), from 127.0.0.2, keeps reopening every connection the server
 closes (after 2 s on average: ~400 connections a second, where the attack reported against the
-unbounded server reconnected 7.5 a second); the client measured here connects from 127.0.0.1 (Linux routes all of 127/8 to the loopback
-interface, so the server sees two peers). Every probe and every Agones review for a minute must be
-answered 200 within a second, on a fresh connection each, as the kubelet makes its probes.
+unbounded server reconnected 7.5 a second). The client measured here connects from 127.0.0.1 (Linux
+routes all of 127/8 to the loopback interface, so the server sees two peers). Every probe and every
+Agones review for a minute must be answered 200 within a second, on a fresh connection each, as the
+kubelet makes its probes.
 """
 
 from __future__ import annotations

@@ -151,6 +151,7 @@ def options(plane, *namespaces: str) -> ControllerOptions:
         namespaces=namespaces,
         grpc_port=0,
         http_port=0,
+        health_port=0,
         grpc_host="127.0.0.1",
         leader_elect=False,
         probe_period=2.0,

@@ -87,9 +87,16 @@ def assert_selectors_match_namespaces(cluster: KubeControlPlane, objects: Object
             assert found == [f"namespace/{namespace}"]
 
 
-def test_scaler_admits_keda_to_grpc_and_agones_and_monitoring_to_http(cluster: KubeControlPlane) -> None:
+def test_scaler_admits_keda_to_grpc_agones_to_http_and_monitoring_to_health(cluster: KubeControlPlane) -> None:
     objects = rendered(cluster, MANIFESTS)
-    assert admitted(objects, "presage-scaler") == {"grpc": {"keda"}, "http": {"agones-system", "monitoring"}}
+    # No webhook client reaches the port the kubelet's probes use.
+    assert admitted(objects, "presage-scaler") == {
+        "grpc": {"keda"},
+        "http": {"agones-system"},
+        "health": {"monitoring"},
+    }
+    container = objects["Deployment", "presage-scaler"]["spec"]["template"]["spec"]["containers"][0]
+    assert {container[p]["httpGet"]["port"] for p in ("livenessProbe", "readinessProbe")} == {"health"}
     assert objects["Deployment", "presage-scaler"]["metadata"]["namespace"] == "presage-system"
     assert objects["NetworkPolicy", "presage-scaler"]["metadata"]["namespace"] == "presage-system"
     assert_selectors_match_namespaces(cluster, objects, "presage-scaler")
@@ -114,5 +121,9 @@ def test_documented_patch_changes_the_namespaces(cluster: KubeControlPlane, tmp_
         f"patches:\n  - path: {patch.name}\n    target:\n      kind: NetworkPolicy\n      name: presage-scaler\n"
     )
     objects = rendered(cluster, tmp_path)
-    assert admitted(objects, "presage-scaler") == {"grpc": {"keda-system"}, "http": {"agones", "prometheus"}}
+    assert admitted(objects, "presage-scaler") == {
+        "grpc": {"keda-system"},
+        "http": {"agones"},
+        "health": {"prometheus"},
+    }
     assert_selectors_match_namespaces(cluster, objects, "presage-scaler")

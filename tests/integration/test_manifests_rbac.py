@@ -62,7 +62,12 @@ async def test_controller_runs_with_its_service_account(cluster, kube_namespace,
     apply(cluster, with_token)
 
     options = ControllerOptions(
-        kubeconfig=kubeconfig, grpc_port=0, http_port=0, lease_namespace="presage-system", probe_period=2
+        kubeconfig=kubeconfig,
+        grpc_port=0,
+        http_port=0,
+        health_port=0,
+        lease_namespace="presage-system",
+        probe_period=2,
     )
     async with running(options) as app:
         checkout = await eventually(
@@ -154,7 +159,12 @@ async def test_without_list_and_watch_on_deployments_counts_are_read_through_the
     _example_scaler_of_two(cluster, kube_namespace, prom.url, "2s")
 
     options = ControllerOptions(
-        kubeconfig=kubeconfig, namespaces=(kube_namespace,), grpc_port=0, http_port=0, leader_elect=False
+        kubeconfig=kubeconfig,
+        namespaces=(kube_namespace,),
+        grpc_port=0,
+        http_port=0,
+        health_port=0,
+        leader_elect=False,
     )
     with caplog.at_level(logging.WARNING, logger="presage_scaler.controller.replica_counts"):
         async with running(options) as app:
