@@ -136,7 +136,7 @@ def render(
         "",
         f"    {command(layout, arguments)}",
         "",
-        *layout.machine_table.render([(f"{ran:%Y-%m-%d}", len(os.sched_getaffinity(0)), *machine)]),
+        *layout.machine_table.render([(f"{ran:%Y-%m-%d}", os.cpu_count(), *machine)]),
     ]
     for title, content in sections.items():
         lines += ["", f"## {title}", "", *content]
