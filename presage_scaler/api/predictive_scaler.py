@@ -13,7 +13,7 @@ from presage_scaler.api import quantities
 from presage_scaler.api.conditions import CONDITION_LIST, Condition
 from presage_scaler.api.constraints import Constraint
 from presage_scaler.api.quantities import nanoseconds
-from presage_scaler.api.rules import URL, at_least, durations_parse
+from presage_scaler.api.rules import URL, at_least, cel_nanoseconds, durations_parse
 from presage_scaler.api.schema import (
     APIModel,
     DecimalString,
@@ -120,7 +120,7 @@ _SIGNAL_RULES = (
     at_least("resolution", "1s"),
     Rule(
         cel=f"!({durations_parse('self.history', 'self.resolution')})"
-        " || duration(self.history) >= duration(self.resolution)",
+        f" || {cel_nanoseconds('self.history')} >= {cel_nanoseconds('self.resolution')}",
         message="history must be at least one resolution step",
         check=lambda s: nanoseconds(s.history) >= nanoseconds(s.resolution),
         field_path=".history",
@@ -222,7 +222,10 @@ class LeadTimeSpec(APIModel):
 
     cel_rules = (
         Rule(
-            cel=f"!({durations_parse('self.min', 'self.max')}) || duration(self.min) <= duration(self.max)",
+            cel=(
+                f"!({durations_parse('self.min', 'self.max')})"
+                f" || {cel_nanoseconds('self.min')} <= {cel_nanoseconds('self.max')}"
+            ),
             message="min must be less than or equal to max",
             check=lambda lt: nanoseconds(lt.min) <= nanoseconds(lt.max),
             field_path=".min",
@@ -417,9 +420,9 @@ class PredictiveScalerSpec(APIModel):
             cel=(
                 "!has(self.forecast) || !has(self.forecast.horizon)"
                 f" || !({durations_parse('self.forecast.horizon', 'self.leadTime.min', 'self.leadTime.static')})"
-                " || (duration(self.forecast.horizon) >= duration(self.leadTime.min)"
+                f" || ({cel_nanoseconds('self.forecast.horizon')} >= {cel_nanoseconds('self.leadTime.min')}"
                 " && (self.leadTime.source != 'Static'"
-                " || duration(self.forecast.horizon) >= duration(self.leadTime.static)))"
+                f" || {cel_nanoseconds('self.forecast.horizon')} >= {cel_nanoseconds('self.leadTime.static')}))"
             ),
             message="forecast.horizon must be at least the lead time (leadTime.static, and never below leadTime.min)",
             check=lambda s: s.forecast.horizon is None or _horizon_covers_lead(s.forecast.horizon, s.lead_time),
@@ -431,8 +434,10 @@ class PredictiveScalerSpec(APIModel):
                 f" || !({durations_parse('self.interval')})"
                 " || (has(self.scaleTargetRef.agones)"
                 f" ? (!({durations_parse('self.scaleTargetRef.agones.maxRecommendationAge')})"
-                " || duration(self.scaleTargetRef.agones.maxRecommendationAge) > duration(self.interval))"
-                f" : duration('{_DEFAULT_MAX_RECOMMENDATION_AGE}') > duration(self.interval))"
+                f" || {cel_nanoseconds('self.scaleTargetRef.agones.maxRecommendationAge')}"
+                f" > {cel_nanoseconds('self.interval')})"
+                f" : {nanoseconds(quantities.parse_duration(_DEFAULT_MAX_RECOMMENDATION_AGE))}"
+                f" > {cel_nanoseconds('self.interval')})"
             ),
             message=(
                 "interval must be shorter than scaleTargetRef.agones.maxRecommendationAge (default "

@@ -11,23 +11,39 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-_NANOS_PER_UNIT = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_NANOS_PER_UNIT = {
+    "ns": 1,
+    "us": 10**3,
+    "µs": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+    "d": 24 * 3600 * 10**9,
+}
 # Go's time.ParseDuration syntax without a sign, what users already write for Kubernetes, with the
 # digits of each part bounded so that no string within the 32-character limit can exceed Go's
 # range (the largest sum is under 10^6 hours against Go's 2562047h): a duration the API server
 # accepts is one both Go and Python represent exactly, so no tenant value can overflow either.
 _DURATION_PARTS = {"h": 5, "m": 7, "s": 9, "ms": 12, "us": 15, "µs": 15, "ns": 18}
-DURATION_MAX_LENGTH = 32
-DURATION_PATTERN = (
-    "^(" + "|".join(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,9}})?{unit}" for unit, digits in _DURATION_PARTS.items()) + ")+$"
+_GO_PART = (
+    "(" + "|".join(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,9}})?{unit}" for unit, digits in _DURATION_PARTS.items()) + ")"
 )
+# Days, which Go does not know, may lead in whole numbers (``7d``, ``1d12h``): seasons and histories
+# are written in days, and the CEL that compares durations (:func:`presage_scaler.api.rules.cel_nanoseconds`)
+# counts the one leading part apart and lets Go read the rest. 9999d is 239976h, so the bound
+# above still holds with the rest of the 32 characters.
+_DAYS_PART = "[0-9]{1,4}d"
+DURATION_PATTERN = f"^({_DAYS_PART}{_GO_PART}*|{_GO_PART}+)$"
+DURATION_MAX_LENGTH = 32
 _DURATION_RE = re.compile(DURATION_PATTERN)
-DURATION_ALLOWED = "a duration such as 30s, 5m or 1h30m (at most 99999h)"
-_DURATION_PART_RE = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|µs|ms|s|m|h)")
+DURATION_ALLOWED = "a duration such as 30s, 5m, 1h30m or 7d (whole days first; at most 9999d or 99999h)"
+_DURATION_PART_RE = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|µs|ms|s|m|h|d)")
 
 # A decimal strictly between 0 and 1, written the way a CR carries it ("0.9", ".95").
 QUANTILE_PATTERN = r"^0?\.[0-9]*[1-9][0-9]*$"
@@ -75,7 +91,8 @@ def nanoseconds(value: timedelta) -> int:
 
 
 def parse_duration(raw: object) -> timedelta:
-    """Parse a Go-style duration (``30s``, ``5m``, ``336h``, ``1h30m``, ``1.5h``).
+    """Parse a Go-style duration (``30s``, ``5m``, ``336h``, ``1h30m``, ``1.5h``), which may start with
+    whole days (``7d``, ``1d12h``).
 
     Computes nanoseconds the way Go's ``time.ParseDuration`` does (integer part times the unit,
     plus the fraction through float64, truncated), so the value is the one the API server's CEL
@@ -197,10 +214,24 @@ QUANTILE_MAX_LENGTH = 16
 DECIMAL_MAX_LENGTH = 32
 
 
+def _in_quotes(raw: object, parse: Callable[[str], float]) -> ValueError | None:
+    """The refusal of a bare number where a string is carried (YAML reads an unquoted ``0.95`` as a
+    number) when the same number in quotes would be accepted: saying only what is allowed would read
+    as if 0.95 were not a quantile."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        return None
+    text = plain_number(float(raw))
+    try:
+        parse(text)
+    except ValueError:
+        return None
+    return ValueError(f'{quote(raw)} must be written in quotes: "{text}"')
+
+
 def parse_quantile(raw: object) -> float:
     """Parse a quantile level carried as a string (``"0.9"``): strictly between 0 and 1."""
     if not isinstance(raw, str) or len(raw) > QUANTILE_MAX_LENGTH or not _QUANTILE_RE.fullmatch(raw):
-        raise ValueError(f"{quote(raw)} is not {QUANTILE_ALLOWED}")
+        raise _in_quotes(raw, parse_quantile) or ValueError(f"{quote(raw)} is not {QUANTILE_ALLOWED}")
     return float(raw)
 
 
@@ -212,7 +243,7 @@ def format_quantile(value: float) -> str:
 def parse_decimal(raw: object) -> float:
     """Parse a non-negative decimal carried as a string (``"0.25"``)."""
     if not isinstance(raw, str) or len(raw) > DECIMAL_MAX_LENGTH or not _DECIMAL_RE.fullmatch(raw):
-        raise ValueError(f"{quote(raw)} is not {DECIMAL_ALLOWED}")
+        raise _in_quotes(raw, parse_decimal) or ValueError(f"{quote(raw)} is not {DECIMAL_ALLOWED}")
     return float(raw)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from presage_scaler.api.quantities import parse_amount, parse_duration, parse_quantile
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica, parse_span
+from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
 
 DESCRIPTION = """\
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--warmup",
-        type=_typed(parse_span),
+        type=_typed(parse_duration),
         default=DEFAULT_WARMUP,
         help="leading time not counted in the metrics, e.g. 7d or 36h (default: 7d)",
     )
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reactive-headroom", type=_typed(parse_amount), help="the reactive HPA's headroom (default: policy.headroom)"
     )
     parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
-    parser.add_argument("--season", type=_typed(parse_span), help="SeasonalNaive season, e.g. 24h or 7d")
+    parser.add_argument("--season", type=_typed(parse_duration), help="SeasonalNaive season, e.g. 24h or 7d")
     parser.add_argument("--cycles", type=int, help="SeasonalNaive cycles")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
     source = parser.add_argument_group("reading the trace from Prometheus instead of a file")

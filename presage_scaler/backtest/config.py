@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +22,6 @@ from presage_scaler.api.quantities import (
     AMOUNT_MAX_LENGTH,
     format_duration,
     format_quantile,
-    parse_duration,
     plain_number,
 )
 from presage_scaler.api.types import FORECAST_BACKEND
@@ -43,18 +41,6 @@ DEFAULT_INTERVAL = timedelta(minutes=1)
 """The API's default ``interval``."""
 DEFAULT_WARMUP = timedelta(days=7)
 """Leading time not counted in the metrics."""
-
-_DAYS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)d(.*)$")
-
-
-def parse_span(text: str) -> timedelta:
-    """A Go duration that may also start with days: ``7d``, ``1d12h``, ``90m``."""
-    match = _DAYS.match(text.strip())
-    if match is None:
-        return parse_duration(text.strip())
-    days, rest = match.groups()
-    return timedelta(days=float(days)) + (parse_duration(rest) if rest else timedelta(0))
-
 
 MAX_SPEC_NODES = 100_000
 """A spec has a few hundred values; a file that expands (through YAML aliases) past this is refused."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backtest import extra
 from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica, parse_span
+from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
 
@@ -70,13 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
     parser.add_argument(
         "--warmup",
-        type=typed(parse_span),
+        type=typed(parse_duration),
         default=DEFAULT_WARMUP,
         help="leading time counted in neither part, e.g. 7d (default: 7d)",
     )
     parser.add_argument(
         "--holdout",
-        type=typed(parse_span),
+        type=typed(parse_duration),
         help="how much of the trace's end to hold out (default: 7d, less when the trace is short)",
     )
     parser.add_argument("--spec", type=Path, help="starting PredictiveScaler YAML (whole object or just its spec)")
@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's)")
     live.add_argument(
         "--lookback",
-        type=typed(parse_span),
+        type=typed(parse_duration),
         default=DEFAULT_LOOKBACK,
         help="how much of its signal's history to read, ending now (default: 28d)",
     )

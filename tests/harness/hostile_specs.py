@@ -90,10 +90,26 @@ def _durations() -> st.SearchStrategy[str]:
         st.one_of(st.just(""), st.integers(0, 10**12).map(lambda f: f".{f}")),
         st.sampled_from(_UNITS),
     )
+    days = st.builds(
+        lambda count, rest: f"{count}d{rest}",
+        st.one_of(st.integers(0, 30), st.integers(0, 10**5)),
+        st.lists(part, max_size=2).map("".join),
+    )
     return st.one_of(
         st.lists(part, min_size=1, max_size=3).map("".join),
+        days,
         st.sampled_from(
             (
+                "7d",
+                "1d12h",
+                "0d",
+                "9999d",
+                "10000d",
+                "9999d99999h99999h99999h99999h",
+                "1.5d",
+                "12h1d",
+                "1d1d",
+                "1D",
                 "99999999999h",
                 "11111111111111111111s",
                 "2562048h",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
-from presage_scaler.api.parse import parse
+from presage_scaler.api.forecast_backend import ForecastBackendSpec
+from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 
 pytestmark = pytest.mark.integration
@@ -119,6 +121,46 @@ def test_backend_rules_and_printer_columns(crds_installed, kube_namespace):
     apply(crds_installed, kube_namespace, SCALER)
     header = crds_installed.kubectl("get", "ps", "-n", kube_namespace).stdout.split("\n")[0].split()
     assert header == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING", "CONSTRAINT", "AGE"]
+
+
+BACKEND = {"apiVersion": "scaling.presage.sh/v1alpha1", "kind": "ForecastBackend", "metadata": {"name": "weekly"}}
+
+
+def test_a_season_in_days_is_a_duration_on_both_sides(crds_installed):
+    """``season: 7d``, as the CLI's --season takes it, is stored as written and parsed to a week."""
+    backend = {**BACKEND, "spec": {"type": "SeasonalNaive", "seasonalNaive": {"season": "7d", "cycles": 2}}}
+    crds_installed.kubectl("apply", "-f", "-", input=json.dumps(backend))
+    stored = json.loads(crds_installed.kubectl("get", "forecastbackend", "weekly", "-o", "json").stdout)
+    assert stored["spec"]["seasonalNaive"]["season"] == "7d"
+    assert parse(ForecastBackendSpec, stored["spec"]).seasonal_naive_or_default.season == timedelta(days=7)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "accepted"),
+    [
+        ("signal.history", "14d", True),
+        ("signal.history", "1d12h", True),
+        ("signal.history", "0d30s", False),  # history below the 1m resolution: the CEL compares days too
+        ("signal.history", "1.5d", False),
+        ("signal.history", "12h1d", False),
+        ("signal.history", "10000d", False),
+        ("interval", "0d", False),  # below the 1s floor
+        ("leadTime", {"min": "1d", "max": "12h"}, False),
+        ("leadTime", {"min": "1m", "max": "1d"}, True),
+        ("forecast", {"horizon": "1d"}, True),
+        ("forecast", {"horizon": "0d1m"}, False),  # shorter than the 2m static lead time
+    ],
+)
+def test_durations_in_days_get_the_same_verdict_from_both(crds_installed, kube_namespace, path, value, accepted):
+    scaler = mutate(path, value)
+    result = apply(crds_installed, kube_namespace, scaler, check=False)
+    assert (result.returncode == 0) == accepted, result.stderr
+    try:
+        parse(PredictiveScalerSpec, scaler["spec"])
+    except SpecError:
+        assert not accepted
+    else:
+        assert accepted
 
 
 def test_crd_files_name_both_kinds():

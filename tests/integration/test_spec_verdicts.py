@@ -120,7 +120,7 @@ def test_the_issue_reproductions_are_refused_naming_the_field(
     [
         (("policy", "targetQuantile"), "1.5", '"1.5" is not a quantile strictly between 0 and 1'),
         (("policy", "headroom"), "-5%", '"-5%" is not a non-negative integer, or a string such as "2.5" or "10%"'),
-        (("interval",), "soon", '"soon" is not a duration such as 30s, 5m or 1h30m'),
+        (("interval",), "soon", '"soon" is not a duration such as 30s, 5m, 1h30m or 7d'),
         (("forecast", "horizon"), "1m", "forecast.horizon must be at least the lead time"),
         (("policy", "headroom"), 2.5, "spec.policy.headroom in body must be of type integer,string"),
         # A value of the wrong JSON type is refused by the API server's own type check, before any rule of

@@ -49,13 +49,24 @@ def with_(base: dict, path: str, value) -> dict:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("30s", 30), ("5m", 300), ("336h", 336 * 3600), ("1h30m", 5400), ("1.5h", 5400), ("250ms", 0.25)],
+    [
+        ("30s", 30),
+        ("5m", 300),
+        ("336h", 336 * 3600),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+        ("250ms", 0.25),
+        ("7d", 7 * 86400),
+        ("1d12h", 36 * 3600),
+        ("9999d", 9999 * 86400),
+    ],
 )
 def test_durations(text, seconds):
     assert quantities.parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("text", ["", "5", "5 m", "-5m", "1d", "m5", 300])
+# Days are whole and lead (what the CRD's CEL turns into hours for Go): no fraction, no second days part.
+@pytest.mark.parametrize("text", ["", "5", "5 m", "-5m", "1.5d", "12h1d", "1d1d", "10000d", "7 days", "m5", 300])
 def test_bad_durations_quote_the_value(text):
     with pytest.raises(ValueError, match="is not a duration"):
         quantities.parse_duration(text)
@@ -84,10 +95,17 @@ def test_quantiles(raw, value):
     assert quantities.parse_quantile(raw) == value
 
 
-# An unquoted 0.95 is a number, which the API server refuses for a string field: so does presage.
-@pytest.mark.parametrize("raw", ["0", "1", "1.5", "0.0", "-0.1", "abc", "", None, 0.95, " 0.9", "0.9\n"])
+@pytest.mark.parametrize("raw", ["0", "1", "1.5", "0.0", "-0.1", "abc", "", None, 1.5, 1, " 0.9", "0.9\n"])
 def test_bad_quantiles(raw):
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        quantities.parse_quantile(raw)
+
+
+# An unquoted 0.95 is a number, which the API server refuses for a string field: so does presage, and
+# says to quote it (not that 0.95 is no quantile).
+@pytest.mark.parametrize(("raw", "quoted"), [(0.95, '"0.95"'), (0.5, '"0.5"'), (1e-05, '"0.00001"')])
+def test_a_bare_number_is_told_to_go_in_quotes(raw, quoted):
+    with pytest.raises(ValueError, match=f"^{raw!r} must be written in quotes: {quoted}$"):
         quantities.parse_quantile(raw)
 
 
@@ -141,7 +159,14 @@ def test_defaults_match_the_reference():
         ("policy.headroom", 2.5, "spec.policy.headroom: 2.5 is not a non-negative integer, or a string such as"),
         ("policy.headroom", 2**63, "spec.policy.headroom: 9223372036854775808 is out of range"),
         ("policy.headroom", -3, "spec.policy.headroom: -3 is out of range"),
-        ("policy.targetQuantile", 0.9, "spec.policy.targetQuantile: 0.9 is not a quantile"),
+        # YAML reads an unquoted 0.9 as a number: the message says to quote it, not that 0.9 is no quantile.
+        ("policy.targetQuantile", 0.9, 'spec.policy.targetQuantile: 0.9 must be written in quotes: "0.9"'),
+        ("policy.targetQuantile", 1.5, "spec.policy.targetQuantile: 1.5 is not a quantile strictly between 0 and 1"),
+        (
+            "policy.scaleDownUncertaintyGuard.maxRelativeSpread",
+            0.25,
+            'spec.policy.scaleDownUncertaintyGuard.maxRelativeSpread: 0.25 must be written in quotes: "0.25"',
+        ),
         ("policy.reactiveFloor.enabled", "true", "spec.policy.reactiveFloor.enabled: "),
         ("policy.maxReplicas", "many", 'spec.policy.maxReplicas: "many"'),
         ("mode", "Auto", 'spec.mode: "Auto"'),

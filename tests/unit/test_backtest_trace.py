@@ -17,7 +17,6 @@ from presage_scaler.backtest.config import (
     backend_spec,
     load_object,
     make_backend,
-    parse_span,
     scaler_spec,
 )
 from presage_scaler.backtest.errors import BacktestError
@@ -115,14 +114,6 @@ def test_resample_to_a_non_multiple_is_refused():
 
 
 # --- spec and backend ------------------------------------------------------------------------
-
-
-def test_parse_span_accepts_days():
-    assert parse_span("7d") == timedelta(days=7)
-    assert parse_span("1d12h") == timedelta(hours=36)
-    assert parse_span("90m") == timedelta(minutes=90)
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_span("7 days")
 
 
 def test_default_spec_from_flags():
