@@ -9,6 +9,17 @@ from presage_scaler.api.docgen import render_reference
 from presage_scaler.api.types import KINDS
 
 CRD_FOLDERS = ("crds", "charts/presage/crds")
+PACKAGE = Path(__file__).resolve().parents[1]
+"""The ``presage_scaler`` package this module belongs to."""
+
+
+def checkout_of(package: Path) -> Path | None:
+    """The source checkout ``package`` was imported from (the directory holding ``pyproject.toml``
+    beside it), or None when it is installed (from a wheel, into site-packages): the generated files
+    belong in the checkout whose declaration they are generated from, never wherever the command
+    happens to run."""
+    root = package.parent
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 def generated_files() -> dict[str, str]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from presage_scaler.api.generated import stale_generated, write_generated
+from presage_scaler.api.generated import PACKAGE, checkout_of, stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
 from presage_scaler.cli import scaledobject_command
 from presage_scaler.controller import command as run_command
@@ -16,14 +16,21 @@ from presage_scaler.tune import command as tune_command
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
-    root = Path(args.root)
+    root = args.out or checkout_of(PACKAGE)
+    if root is None:
+        print(
+            f"presage crds: presage runs from {PACKAGE}, not from a checkout of its source: pass --out DIR "
+            "(the checkout, or where the generated files should go)",
+            file=sys.stderr,
+        )
+        return 2
     if args.check:
         stale = stale_generated(root)
         for path in stale:
-            print(f"stale: {path} (run `presage crds` to regenerate)", file=sys.stderr)
+            print(f"stale: {root / path} (run `presage crds` to regenerate)", file=sys.stderr)
         return 1 if stale else 0
     for path in write_generated(root):
-        print(f"wrote {path}")
+        print(f"wrote {root / path}")
     return 0
 
 
@@ -42,8 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    crds = commands.add_parser("crds", help="generate crds/ and docs/api-reference.md from the API declaration")
-    crds.add_argument("--root", default=".", help="repository root to write into (default: .)")
+    crds = commands.add_parser(
+        "crds",
+        help="generate crds/, the chart's crds/ and docs/api-reference.md from the API declaration",
+        description="Generate crds/, charts/presage/crds/ and docs/api-reference.md from the API declaration. "
+        "They are written into the source checkout presage runs from, or under --out; an installed presage "
+        "(not a checkout) needs --out.",
+    )
+    crds.add_argument("--out", type=Path, help="directory to write under (default: the checkout presage runs from)")
     crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
     crds.set_defaults(func=_cmd_crds)
 

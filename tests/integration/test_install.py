@@ -63,7 +63,7 @@ def test_the_entrypoint_runs_as_the_image_runs_it(installed, command):
 
 def test_installed_cli_generates_the_committed_crds(installed, tmp_path):
     result = subprocess.run(
-        [installed / "presage", "crds", "--check", "--root", str(REPO)], capture_output=True, text=True, check=False
+        [installed / "presage", "crds", "--check", "--out", str(REPO)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
 

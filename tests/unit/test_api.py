@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from datetime import timedelta
@@ -368,7 +370,7 @@ def test_reference_cells_escape_pipes_and_newlines():
 def test_generated_files_are_fresh():
     """`presage crds --check` fails when crds/ or docs/ lag behind the declaration."""
     result = subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--root", str(REPO)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--out", str(REPO)],
         capture_output=True,
         text=True,
         check=False,
@@ -378,19 +380,52 @@ def test_generated_files_are_fresh():
 
 def test_check_detects_a_stale_file(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--root", str(tmp_path)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--out", str(tmp_path)],
         check=True,
         capture_output=True,
     )
     target = tmp_path / "crds" / "scaling.presage.sh_predictivescalers.yaml"
     target.write_text(target.read_text().replace("maxReplicas", "maxReplica"))
     result = subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--root", str(tmp_path)],
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 1 and "crds/scaling.presage.sh_predictivescalers.yaml" in result.stderr
+
+
+def test_crds_writes_into_its_own_checkout_wherever_it_runs(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_crds_outside_a_checkout_asks_where_to_write(tmp_path, check):
+    """An installed presage (here: the package copied where no pyproject.toml is beside it) refuses in
+    one line rather than creating crds/, docs/ and charts/ in whatever directory it runs in."""
+    shutil.copytree(REPO / "presage_scaler", tmp_path / "site" / "presage_scaler")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli.main", "crds", *(["--check"] if check else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "pass --out DIR" in result.stderr, result.stderr
+    assert str(tmp_path / "site" / "presage_scaler") in result.stderr
+    assert list(elsewhere.iterdir()) == []
 
 
 def _walk(schema: dict, path: str = ""):
