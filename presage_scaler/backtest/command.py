@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", nargs="?", type=Path, help="CSV with a header timestamp,value (or ts,value)")
     parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
     parser.add_argument(
+        "--resample",
+        type=_typed(parse_duration),
+        metavar="STEP",
+        help="for a TRACE whose timestamps are not on a regular grid: move each row to the nearest multiple of "
+        "STEP (e.g. 5m: :00, :05, ...) and average the rows that meet there",
+    )
+    parser.add_argument(
         "--per-replica", type=_typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
     )
     parser.add_argument(

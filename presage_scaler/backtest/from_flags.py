@@ -38,9 +38,11 @@ def _trace(args: argparse.Namespace) -> Trace:
     if args.prometheus is None:
         if args.trace is None:
             raise BacktestError("give a TRACE file, or --prometheus with --query, --start and --end")
-        return load_csv(args.trace)
+        return load_csv(args.trace, args.resample)
     if args.trace is not None:
         raise BacktestError("give either a TRACE file or --prometheus, not both")
+    if args.resample is not None:
+        raise BacktestError("--resample places a TRACE file on a grid; Prometheus answers on the --step grid")
     if args.query is None or args.start is None or args.end is None:
         raise BacktestError("--prometheus needs --query, --start and --end")
     start, end = parse_timestamp(args.start, "--start"), parse_timestamp(args.end, "--end")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,9 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SIGPIPE_EXIT = 128 + signal.SIGPIPE
+"""The status of a command whose reader went away (``presage backtest … | head -1``): what a shell
+reports for a Unix tool that SIGPIPE ended, so ``set -o pipefail`` sees it, without the traceback
+Python gives instead (it ignores SIGPIPE so that its sockets see EPIPE, and the server must keep doing
+so)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            code = int(args.func(args))
+        finally:  # --help and refusals exit through here too
+            sys.stdout.flush()  # here, where a reader that went away can still be answered quietly
+    except BrokenPipeError:
+        # Whatever is still buffered cannot be written: point stdout at /dev/null so that the flush at
+        # interpreter exit does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_EXIT
+    return code
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", nargs="?", type=Path, help="CSV with a header timestamp,value (or ts,value)")
     parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
     parser.add_argument(
+        "--resample",
+        type=typed(parse_duration),
+        metavar="STEP",
+        help="for a TRACE whose timestamps are not on a regular grid: move each row to the nearest multiple of "
+        "STEP (e.g. 5m: :00, :05, ...) and average the rows that meet there",
+    )
+    parser.add_argument(
         "--slo", type=typed(parse_percent), required=True, help="most under-provisioned time allowed, e.g. 1%%"
     )
     parser.add_argument(

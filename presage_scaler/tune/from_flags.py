@@ -66,8 +66,10 @@ class Start:
 def _start(args: argparse.Namespace) -> Start:
     backend = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
     if args.scaler is not None:
-        if args.trace is not None or args.spec is not None or args.query is not None:
-            raise TuneError("--scaler reads the spec and the trace from the cluster: give no TRACE, --spec or --query")
+        if args.trace is not None or args.spec is not None or args.query is not None or args.resample is not None:
+            raise TuneError(
+                "--scaler reads the spec and the trace from the cluster: give no TRACE, --spec, --query or --resample"
+            )
         live = asyncio.run(
             read_live(
                 args.scaler,

@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import re
+import shlex
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from html import escape
@@ -19,7 +21,7 @@ from presage_scaler.backtest import progress, trace
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import load_prometheus
-from presage_scaler.cli.main import main
+from presage_scaler.cli.main import SIGPIPE_EXIT, main
 from presage_scaler.clients.prometheus import SampledSeries
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"
@@ -217,6 +219,84 @@ def test_gaps_are_reported_on_the_terminal(tmp_path, capsys):
     argv = ["--per-replica", "2", "--lead-time", "5m", "--warmup", "1d", "--no-progress", "--out", str(tmp_path / "o")]
     assert main(["backtest", trace, *argv]) == 0
     assert "note: 30 of 600 steps (5.0%) of the trace had no numeric value" in capsys.readouterr().out
+
+
+def _rows(tmp_path: Path, name: str, rows: list[tuple[object, object]]) -> str:
+    path = tmp_path / name
+    path.write_text("timestamp,value\n" + "".join(f"{stamp},{value}\n" for stamp, value in rows))
+    return str(path)
+
+
+JAN_1 = 1767225600  # 2026-01-01T00:00:00Z
+SCALER_FILE = (
+    "apiVersion: scaling.presage.sh/v1alpha1\nkind: PredictiveScaler\nmetadata: {name: web}\nspec:\n"
+    "  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+    "  signal: {prometheus: {address: 'http://p:9090', query: q}, resolution: 5m}\n"
+    "  capacity: {perReplica: 20}\n"
+    "  policy: {maxReplicas: 10, targetQuantile: 0.95}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("make", "extra", "message"),
+    [
+        (lambda tmp: _rows(tmp, "header.csv", []), [], "header.csv: a header and no rows under it"),
+        (
+            lambda tmp: _rows(tmp, "ms.csv", [(1000 * (JAN_1 + 300 * i), 5) for i in range(600)]),
+            [],
+            "looks like Unix milliseconds (2026-01-01T00:00:00+00:00): divide the timestamps by 1000",
+        ),
+        (
+            lambda tmp: _rows(tmp, "jittered.csv", [(JAN_1 + 300 * i + (i * 7) % 5 - 2, 5) for i in range(600)]),
+            [],
+            "is not on the",
+        ),
+        (lambda tmp: str(EXAMPLE), ["--resample", "0s"], "--resample 0s: the step must be at least 1s"),
+        (lambda tmp: str(EXAMPLE), ["--spec", "{spec}"], 'targetQuantile: 0.95 must be written in quotes: "0.95"'),
+    ],
+    ids=["header only", "milliseconds", "jittered", "resample 0s", "bare quantile"],
+)
+def test_cli_edges_are_one_line_and_exit_2(tmp_path, capsys, make, extra, message):
+    spec = tmp_path / "scaler.yaml"
+    spec.write_text(SCALER_FILE)
+    argv = [make(tmp_path), "--lead-time", "5m", *(a.format(spec=spec) for a in extra)]
+    assert main(["backtest", *argv, "--per-replica", "20", "--no-progress", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    if "jittered" in argv[0]:
+        assert err.rstrip().endswith("pass --resample 5m"), err
+
+
+def test_resample_places_a_jittered_trace_on_its_grid(tmp_path, capsys):
+    jittered = _rows(tmp_path, "jittered.csv", [(JAN_1 + 300 * i + (i * 7) % 5 - 2, 10 + i % 12) for i in range(600)])
+    argv = ["--per-replica", "2", "--lead-time", "5m", "--warmup", "1d", "--no-progress", "--out", str(tmp_path / "o")]
+    assert main(["backtest", jittered, "--resample", "5m", *argv]) == 0
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["parameters"]["trace_step"] == "5m"
+    assert main(["backtest", "--prometheus", "http://p", "--query", "q", "--start", "0", "--end", "60",
+                 "--resample", "5m", *argv]) == 2  # fmt: skip
+    assert "--resample places a TRACE file on a grid" in capsys.readouterr().err
+
+
+def _presage(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "presage_scaler.cli.main", *argv]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(tmp_path):
+    """The real CLI writing into a pipe whose reader has gone (what ``| head -1`` leaves once it has its
+    line): no traceback, the status a shell shows for a tool SIGPIPE ended."""
+    command = _presage("backtest", *BASE, "--out", str(tmp_path))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == SIGPIPE_EXIT and err == "", err
+
+
+def test_piped_into_head_it_prints_the_first_line_and_no_traceback(tmp_path):
+    pipeline = f"{shlex.join(_presage('backtest', *BASE, '--out', str(tmp_path)))} | head -1; exit ${{PIPESTATUS[0]}}"
+    result = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, timeout=120)
+    assert result.stdout.startswith("policy ") and result.stdout.count("\n") == 1, result.stdout
+    assert result.returncode in (0, SIGPIPE_EXIT) and result.stderr == "", result.stderr
 
 
 def test_progress_bar_draws_after_its_delay(monkeypatch):

@@ -74,6 +74,8 @@ def test_rows_out_of_order_are_sorted(tmp_path):
         ("timestamp,value\n0,1\nyesterday,2\n", "cannot read a timestamp"),
         ("timestamp,value\n0,a\n60,b\n", "no numeric values"),
         ("timestamp,value\n1e12,1\n1000000000060,2\n", "trace.csv:2: '1e12' is not a time between the years 1"),
+        ("timestamp,value\n", "trace.csv: a header and no rows under it"),
+        ("timestamp,value\n\n  \n", "trace.csv: a header and no rows under it"),
         ("timestamp,value\n0,1\n60,2,3\n", "not a CSV file: .*Expected 2 fields in line 3"),
         ("", "no rows"),
     ],
@@ -81,6 +83,52 @@ def test_rows_out_of_order_are_sorted(tmp_path):
 def test_unusable_traces_are_refused(tmp_path, text, message):
     with pytest.raises(BacktestError, match=message):
         load_csv(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("stamp", "unit", "divisor"),
+    [("1767225600000", "milliseconds", 1000), ("1767225600000000", "microseconds", 1000000),
+     ("1767225600000000000", "nanoseconds", 1000000000)],
+)  # fmt: skip
+def test_finer_unix_times_are_named_with_what_to_do(tmp_path, stamp, unit, divisor):
+    with pytest.raises(BacktestError) as refused:
+        load_csv(write(tmp_path, f"timestamp,value\n{stamp},1\n{int(stamp) + 60 * divisor},2\n"))
+    assert str(refused.value) == (
+        f"{tmp_path / 'trace.csv'}:2: '{stamp}' is not a time between the years 1 and 9999 in Unix seconds; it "
+        f"looks like Unix {unit} (2026-01-01T00:00:00+00:00): divide the timestamps by {divisor}"
+    )
+
+
+def jittered(tmp_path: Path, seconds: list[int]) -> Path:
+    start = 1767225600  # 2026-01-01T00:00:00Z
+    rows = "".join(f"{start + 300 * i + jitter},{10 + i}\n" for i, jitter in enumerate(seconds))
+    return write(tmp_path, "timestamp,value\n" + rows)
+
+
+def test_a_jittered_trace_is_refused_naming_the_option_that_places_it_on_a_grid(tmp_path):
+    with pytest.raises(BacktestError, match=r"is not on the \d+s grid of the trace; .* pass --resample 5m$"):
+        load_csv(jittered(tmp_path, [0, 2, -3, 1, 0, -1, 3, 0]))
+
+
+def test_resample_moves_each_row_to_the_nearest_grid_point(tmp_path):
+    trace = load_csv(jittered(tmp_path, [0, 2, -3, 1, 0, -1, 3, 0]), resample=timedelta(minutes=5))
+    assert trace.step == timedelta(minutes=5)
+    assert trace.start == datetime(2026, 1, 1, tzinfo=UTC)
+    assert trace.values.tolist() == [10.0 + i for i in range(8)]
+    assert not trace.gaps.any()
+
+
+def test_resample_averages_the_rows_that_meet_and_leaves_empty_points_as_gaps(tmp_path):
+    # One-minute rows at 00:00-00:04 and 00:10-00:14: on a 5m grid 00:00 holds 00:00-00:02, 00:05 holds
+    # 00:03-00:04 (nearest to 00:05), 00:10 holds 00:08? none, so 00:10-00:12, and 00:15 holds 00:13-00:14.
+    minutes = [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
+    rows = "".join(f"{1767225600 + 60 * m},{m}\n" for m in minutes)
+    trace = load_csv(write(tmp_path, "timestamp,value\n" + rows), resample=timedelta(minutes=5))
+    assert trace.values.tolist() == [1.0, 3.5, 11.0, 13.5]
+    assert not trace.gaps.any()
+    sparse = "".join(f"{1767225600 + 300 * i},{i}\n" for i in (0, 1, 3, 4))
+    trace = load_csv(write(tmp_path, "timestamp,value\n" + sparse), resample=timedelta(minutes=5))
+    assert trace.gaps.tolist() == [False, False, True, False, False]
 
 
 def test_the_example_trace_loads():
