@@ -4,7 +4,8 @@ The leader renews ``spec.renewTime`` every ``retry_period``. A candidate takes t
 it has watched the record stay unchanged for a full ``lease_duration`` on its *own* clock (so clock
 skew between nodes does not matter), and every write is conditional on the resourceVersion it read,
 so two candidates can never both win. A leader that cannot renew within ``renew_deadline`` steps
-down before anyone else may take over. On a clean shutdown the leader releases the Lease so a
+down before anyone else may take over: each renewal is given until then and no longer, counted from
+when the last successful one was sent. On a clean shutdown the leader releases the Lease so a
 standby takes over at once instead of waiting out the duration.
 """
 
@@ -100,20 +101,38 @@ class LeaderElector:
                         await self._release()
                         await asyncio.sleep(self.retry_period)
                         continue
+                # A renewal is given until the renew deadline and no longer: an API server that
+                # accepts the request and never answers (its etcd stopped) must not keep this replica
+                # leading past it, or another replica takes the expired Lease while this one writes.
+                # The hold runs from when the renewal was sent, before the record could have changed
+                # in the API server, so it always ends before the Lease expires for the others.
+                attempt = time.monotonic()
+                left = self.renew_deadline
+                if self.is_leader:
+                    left = self._last_renewed + self.renew_deadline - attempt
                 try:
-                    acquired = await self._try_acquire_or_renew()
+                    async with asyncio.timeout(max(left, 0.0)):
+                        acquired = await self._try_acquire_or_renew()
                 except ApiError as exc:
                     log.warning("leader election lease=%s/%s error=%s", self.namespace, self.name, exc)
                     acquired = False
+                except TimeoutError:
+                    log.warning(
+                        "leader election lease=%s/%s error=no answer within %.1fs", self.namespace, self.name, left
+                    )
+                    acquired = False
                 now = time.monotonic()
                 if acquired:
-                    self._last_renewed = now
+                    self._last_renewed = attempt
                     self._set_leading(True)
                 elif self.is_leader:
                     lost = self._observed is not None and self._observed[0] != self.identity
-                    if lost or now - self._last_renewed > self.renew_deadline:
+                    if lost or now - self._last_renewed >= self.renew_deadline:
                         self._set_leading(False)
-                await asyncio.sleep(self.retry_period)
+                pause = self.retry_period
+                if self.is_leader:  # back at the deadline at the latest, to step down on time
+                    pause = min(pause, max(0.0, self._last_renewed + self.renew_deadline - time.monotonic()))
+                await asyncio.sleep(pause)
         finally:
             if self.is_leader:
                 self._set_leading(False)
