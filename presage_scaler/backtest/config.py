@@ -13,8 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from presage_scaler.api import manifests
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
@@ -42,22 +41,6 @@ DEFAULT_INTERVAL = timedelta(minutes=1)
 DEFAULT_WARMUP = timedelta(days=7)
 """Leading time not counted in the metrics."""
 
-MAX_SPEC_NODES = 100_000
-"""A spec has a few hundred values; a file that expands (through YAML aliases) past this is refused."""
-
-
-def _nodes(data: Any, limit: int) -> int:
-    """How many values ``data`` holds with aliases expanded, counting no further than just past ``limit``."""
-    count, stack = 0, [data]
-    while stack and count <= limit:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return count
-
 
 def parse_per_replica(text: str) -> float:
     """``--per-replica``: a positive number that the API's ``capacity.perReplica`` can carry."""
@@ -75,14 +58,9 @@ def parse_per_replica(text: str) -> float:
 def _documents(path: Path) -> list[Any]:
     """The YAML documents in ``path``, refused in one line when they are not YAML or expand too far."""
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (yaml.YAMLError, ValueError) as err:  # ValueError: an integer past Python's digit limit
-        raise BacktestError(f"{path}: not valid YAML: {err}") from None
-    except RecursionError:
-        raise BacktestError(f"{path}: not valid YAML: nested too deeply") from None
-    if _nodes(documents, MAX_SPEC_NODES) > MAX_SPEC_NODES:
-        raise BacktestError(f"{path}: more than {MAX_SPEC_NODES} values once aliases are expanded; not a spec")
-    return documents
+        return manifests.documents(path.read_text(), str(path))
+    except manifests.ManifestError as err:
+        raise BacktestError(str(err)) from None
 
 
 def load_document(path: Path, kind: str) -> dict[str, Any]:
@@ -90,7 +68,7 @@ def load_document(path: Path, kind: str) -> dict[str, Any]:
     just its spec (returned as ``{"spec": ...}``). A multi-document file must hold exactly one object
     of that kind."""
     documents = _documents(path)
-    objects = [d for d in documents if isinstance(d, dict) and d.get("kind") == kind]
+    objects = manifests.of_kind(documents, kind)
     if not objects and len(documents) == 1 and isinstance(documents[0], dict) and "kind" not in documents[0]:
         return {"spec": documents[0]}
     if len(objects) != 1:

@@ -1,12 +1,13 @@
 """The KEDA ScaledObject that hands a PredictiveScaler's workload to presage: pure rendering, no I/O.
 
 ``presage scaledobject`` (:mod:`presage_scaler.cli.scaledobject_command`) reads the PredictiveScaler
-from the cluster and prints what :func:`render` returns. Field names follow KEDA's ScaledObject
-specification (https://keda.sh/docs/latest/reference/scaledobject-spec/; the tests apply it under
-the CRDs of KEDA v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enableTLS`` in the
-trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters, which
-KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a copy
-carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
+from the cluster, or from a file without one (GitOps), and prints what :func:`render` returns. Field
+names follow KEDA's ScaledObject specification
+(https://keda.sh/docs/latest/reference/scaledobject-spec/; the tests apply it under the CRDs of KEDA
+v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enableTLS`` in the
+trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters,
+which KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a
+copy carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class Rendered:
     documents: list[JSON]
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unchecked: str | None = None
+    """What only the cluster could have told (rendered from a file): said, never a failure."""
 
 
 def polling_interval_seconds(interval: timedelta) -> int:
@@ -171,12 +174,16 @@ def _trigger_authentication(name: str, namespace: str, options: ScaledObjectOpti
     }
 
 
-def render(scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None) -> Rendered:
+def render(
+    scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None, *, from_cluster: bool = True
+) -> Rendered:
     """The ScaledObject (and, with ``tls_secret``, its TriggerAuthentication) for one PredictiveScaler.
 
-    ``scaler`` is the PredictiveScaler as the API server returns it. Raises
-    :class:`ScaledObjectError` when it cannot be served through KEDA (an Agones Fleet, an invalid
-    spec) or the options contradict each other.
+    ``scaler`` is the PredictiveScaler as the API server returns it or, with ``from_cluster`` False,
+    as a file holds it: the same manifests, but its status (whether presage has evaluated it, the
+    workload's current count) is not the cluster's now, so the warnings that read it give way to
+    :attr:`Rendered.unchecked`. Raises :class:`ScaledObjectError` when it cannot be served through
+    KEDA (an Agones Fleet, an invalid spec) or the options contradict each other.
     """
     options = options or ScaledObjectOptions()
     validate_options(options)
@@ -194,7 +201,7 @@ def render(scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None
             "FleetAutoscaler, which calls presage's webhook, never by KEDA. See docs/agones.md."
         )
     policy = spec.policy
-    status = _status(scaler)
+    status = _status(scaler) if from_cluster else None
     floor = fallback_replicas(policy.min_replicas, options.fallback_replicas)
     if not 1 <= floor <= policy.max_replicas:
         raise ScaledObjectError(
@@ -239,6 +246,7 @@ def render(scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None
         documents=documents,
         notes=_notes(where, spec, polling, options, floor, tls),
         warnings=_warnings(where, spec, status, options, floor),
+        unchecked=None if from_cluster else _unchecked(where, spec),
     )
 
 
@@ -310,17 +318,37 @@ def _fallback_note(min_replicas: int, options: ScaledObjectOptions, floor: int) 
     )
 
 
+def _unchecked(where: str, spec: PredictiveScalerSpec) -> str:
+    policy = spec.policy
+    shadow = (
+        f", nor whether its workload runs outside minReplicas-maxReplicas [{policy.min_replicas}, "
+        f"{policy.max_replicas}] (the HPA clamps it to that range, even in Shadow mode)"
+        if spec.mode == "Shadow"
+        else ""
+    )
+    return (
+        f"{where} was read from a file, not from the cluster: not checked whether presage has evaluated it yet "
+        f"(KEDA gets NOT_FOUND until it has){shadow}."
+    )
+
+
 def _warnings(
-    where: str, spec: PredictiveScalerSpec, status: PredictiveScalerStatus, options: ScaledObjectOptions, floor: int
+    where: str,
+    spec: PredictiveScalerSpec,
+    status: PredictiveScalerStatus | None,
+    options: ScaledObjectOptions,
+    floor: int,
 ) -> list[str]:
+    """What the person applying the ScaledObject should know; with ``status`` None (not read from the
+    cluster) only what the spec alone tells."""
     policy = spec.policy
     warnings: list[str] = []
-    if status.recommended_replicas is None:
+    if status is not None and status.recommended_replicas is None:
         warnings.append(
             f"{where} has no recommendation yet: KEDA gets NOT_FOUND (counted towards the fallback) until "
             "presage has evaluated it once."
         )
-    current = status.current_replicas
+    current = None if status is None else status.current_replicas
     if spec.mode == "Shadow" and current is not None and not policy.min_replicas <= current <= policy.max_replicas:
         clamped = min(max(current, policy.min_replicas), policy.max_replicas)
         warnings.append(

@@ -1,11 +1,16 @@
-"""``presage scaledobject``: read a PredictiveScaler from the cluster, print its KEDA ScaledObject."""
+"""``presage scaledobject``: read a PredictiveScaler from the cluster, or from a file or stdin without
+one (a GitOps pipeline: Argo CD, Flux), and print its KEDA ScaledObject."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from pathlib import Path
+from typing import Any
 
+from presage_scaler.api import manifests
+from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.cli.scaledobject import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_SCALER_ADDRESS,
@@ -23,8 +28,21 @@ PROG = "presage scaledobject"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the PredictiveScaler's name")
-    parser.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's namespace)")
+    parser.add_argument(
+        "name", nargs="?", help="the PredictiveScaler's name (with -f: which one, when the file holds several)"
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="render the PredictiveScaler in this YAML file (- for stdin) without a cluster, e.g. in a GitOps "
+        "pipeline; its status is not read, so nothing that needs it is checked",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        help="its namespace (default: the kubeconfig context's namespace; with -f, the file's metadata.namespace)",
+    )
     kube_config.add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--scaler-address",
@@ -91,16 +109,74 @@ async def _fetch(args: argparse.Namespace) -> JSON:
         return await read_scaler(client, args.namespace or config.namespace, args.name)
 
 
+def _read(filename: str) -> tuple[str, str]:
+    """The text of ``filename`` (``-``: stdin) and how messages name it."""
+    if filename == "-":
+        return sys.stdin.read(), "stdin"
+    try:
+        return Path(filename).read_text(), filename
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"cannot read {filename}: {exc}") from None
+
+
+def from_file(filename: str, name: str | None, namespace: str | None) -> dict[str, Any]:
+    """The PredictiveScaler in a YAML file as the API server would hold it: ``name`` picks one when the
+    file holds several; ``namespace`` replaces its metadata.namespace, and is needed without one."""
+    text, source = _read(filename)
+    try:
+        scalers = manifests.of_kind(manifests.documents(text, source), PREDICTIVE_SCALER.name)
+    except manifests.ManifestError as exc:
+        raise CommandError(str(exc)) from None
+    names = [_metadata(scaler).get("name") for scaler in scalers]
+    if name is not None:
+        scalers = [scaler for scaler, found in zip(scalers, names, strict=True) if found == name]
+    if not scalers:
+        wanted = "" if name is None else f" named {name!r}"
+        held = f" (it holds {', '.join(map(repr, names))})" if names else ""
+        raise CommandError(f"{source} holds no PredictiveScaler{wanted}{held}")
+    if len(scalers) > 1:
+        raise CommandError(
+            f"{source} holds {len(scalers)} PredictiveScalers ({', '.join(map(repr, names))}): name the one to render"
+        )
+    scaler = scalers[0]
+    metadata = _metadata(scaler)
+    if scaler.get("apiVersion") != API_VERSION:
+        raise CommandError(
+            f"{source}: the PredictiveScaler's apiVersion is {scaler.get('apiVersion')!r}, not {API_VERSION}"
+        )
+    if not isinstance(metadata.get("name"), str) or not metadata["name"]:
+        raise CommandError(f"{source}: the PredictiveScaler has no metadata.name")
+    namespace = namespace or metadata.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        raise CommandError(
+            f"{source}: PredictiveScaler {metadata['name']!r} has no metadata.namespace: pass -n NAMESPACE"
+        )
+    return {**scaler, "metadata": {**metadata, "namespace": namespace}}
+
+
+def _metadata(scaler: dict[str, Any]) -> dict[str, Any]:
+    metadata = scaler.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the manifests on stdout and warnings on stderr; exit 1 with a message on any failure."""
+    """Print the manifests on stdout, warnings and notes on stderr; exit 1 with a message on any failure."""
+    if args.name is None and args.filename is None:
+        print(f"{PROG}: error: give the PredictiveScaler's name (read from the cluster) or -f FILE", file=sys.stderr)
+        return 2
     try:
         options = options_from(args)
         validate_options(options)
-        rendered = render(asyncio.run(_fetch(args)), options)
+        if args.filename is None:
+            rendered = render(asyncio.run(_fetch(args)), options)
+        else:
+            rendered = render(from_file(args.filename, args.name, args.namespace), options, from_cluster=False)
     except (CommandError, ScaledObjectError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     for warning in rendered.warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    if rendered.unchecked is not None:
+        print(f"{PROG}: note: {rendered.unchecked}", file=sys.stderr)
     sys.stdout.write(to_yaml(rendered))
     return 0

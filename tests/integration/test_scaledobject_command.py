@@ -67,6 +67,26 @@ def test_printed_scaled_object_is_accepted_by_the_api_server(cluster, kube_names
     assert stored["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["tolerance"] == 0
 
 
+def test_a_file_renders_offline_what_the_cluster_renders(cluster, kube_namespace, tmp_path) -> None:
+    """GitOps: the same ScaledObject from the PredictiveScaler's file, with no cluster to reach, as from
+    the API server that stored it (with its defaults filled in); the API server accepts it."""
+    scaler = web_scaler(mode="Shadow")
+    apply(cluster, scaler, kube_namespace)
+    online = presage(cluster, "web", "-n", kube_namespace, "--tls")
+    path = tmp_path / "web.yaml"
+    path.write_text(yaml.safe_dump({**scaler, "metadata": {"name": "web", "namespace": kube_namespace}}))
+    offline = subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli.main", "scaledobject", "-f", str(path), "--tls",
+         "--kubeconfig", str(tmp_path / "absent.kubeconfig")],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert online.returncode == offline.returncode == 0, (online.stderr, offline.stderr)
+    assert offline.stdout == online.stdout
+    assert "read from a file, not from the cluster" in offline.stderr and "no recommendation yet" in online.stderr
+    applied = kubectl_apply(cluster, offline.stdout)
+    assert applied.returncode == 0, applied.stderr
+
+
 def test_mutual_tls_output_is_accepted_too(cluster, kube_namespace) -> None:
     apply(cluster, web_scaler(), kube_namespace)
     result = presage(

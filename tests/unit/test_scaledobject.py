@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,8 @@ from presage_scaler.cli.scaledobject import (
     render,
     to_yaml,
 )
+from presage_scaler.cli.scaledobject_command import from_file
+from presage_scaler.controller.scaler_lookup import CommandError
 from presage_scaler.serving.keda import SCALER_KEY
 
 
@@ -263,3 +269,98 @@ def test_docs_example_is_what_the_command_prints() -> None:
     documented = scaler(interval="30s", status={"recommendedReplicas": 7, "currentReplicas": 5})
     options = ScaledObjectOptions(tls_secret="presage-scaler-client-tls", tls_client_cert=True)
     assert example == to_yaml(render(documented, options))
+
+
+# --- from a file, without a cluster (GitOps) -------------------------------------------------------
+
+
+def test_from_a_file_the_same_manifests_and_what_was_not_checked() -> None:
+    live = scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 1})
+    offline = render(live, from_cluster=False)
+    assert offline.documents == render(live).documents and offline.notes == render(live).notes
+    # The status a file may carry is not the cluster's now: no warning reads it, one note says so.
+    assert offline.warnings == []
+    assert offline.unchecked is not None
+    assert "read from a file" in offline.unchecked and "evaluated it yet" in offline.unchecked
+    assert "[2, 60]" in offline.unchecked
+    enforce = render(scaler(), from_cluster=False).unchecked
+    assert enforce is not None and "minReplicas" not in enforce
+    assert render(live).unchecked is None
+    # What the spec alone tells is still said.
+    [floor] = render(scaler(policy={"minReplicas": 0, "maxReplicas": 5}), from_cluster=False).warnings
+    assert "fallback floor of 1" in floor
+
+
+def write_manifests(tmp_path: Path, *objects: dict[str, Any]) -> str:
+    path = tmp_path / "scalers.yaml"
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    return str(path)
+
+
+def test_from_file_takes_name_and_namespace_from_the_metadata(tmp_path: Path) -> None:
+    backend = {"apiVersion": "scaling.presage.sh/v1alpha1", "kind": "ForecastBackend", "metadata": {"name": "b"}}
+    path = write_manifests(tmp_path, backend, scaler(name="web", namespace="shop"))
+    found = from_file(path, None, None)
+    assert found["metadata"] == {"name": "web", "namespace": "shop"}
+    assert from_file(path, "web", "other")["metadata"]["namespace"] == "other"  # -n replaces it
+
+
+@pytest.mark.parametrize(
+    ("objects", "name", "namespace", "message"),
+    [
+        ([scaler(name="web")], "api", None, "holds no PredictiveScaler named 'api' (it holds 'web')"),
+        ([], None, None, "holds no PredictiveScaler"),
+        ([scaler(name="a"), scaler(name="b")], None, None, "holds 2 PredictiveScalers ('a', 'b'): name the one"),
+        ([{**scaler(), "metadata": {"name": "web"}}], None, None, "has no metadata.namespace: pass -n NAMESPACE"),
+        ([{**scaler(), "metadata": {"namespace": "shop"}}], None, None, "the PredictiveScaler has no metadata.name"),
+        ([{**scaler(), "apiVersion": "scaling.presage.sh/v1"}], None, None, "apiVersion is 'scaling.presage.sh/v1'"),
+    ],
+)
+def test_from_file_refusals(
+    tmp_path: Path, objects: list[dict[str, Any]], name: str | None, namespace: str | None, message: str
+) -> None:
+    with pytest.raises(CommandError, match=re.escape(message)):
+        from_file(write_manifests(tmp_path, *objects), name, namespace)
+
+
+def test_from_file_refuses_what_is_not_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("kind: [PredictiveScaler\n")
+    with pytest.raises(CommandError, match=r"broken\.yaml: not valid YAML"):
+        from_file(str(path), None, None)
+    with pytest.raises(CommandError, match=r"cannot read .*absent\.yaml"):
+        from_file(str(tmp_path / "absent.yaml"), None, None)
+
+
+def _offline(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real CLI with no cluster to reach: a kubeconfig that does not exist and nothing in-cluster."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KUBERNETES_")}
+    return subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli.main", "scaledobject", *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "KUBECONFIG": "/nonexistent/kubeconfig", "HOME": "/nonexistent"},
+    )
+
+
+def test_the_cli_renders_a_file_and_stdin_without_a_cluster(tmp_path: Path) -> None:
+    obj = scaler(mode="Shadow", interval="30s")
+    path = write_manifests(tmp_path, obj)
+    from_path = _offline("-f", path, "--tls")
+    assert from_path.returncode == 0, from_path.stderr
+    assert from_path.stdout == to_yaml(render(obj, ScaledObjectOptions(tls=True)))
+    assert from_path.stderr.startswith("presage scaledobject: note: PredictiveScaler shop/web was read from a file")
+    from_stdin = _offline("-f", "-", "-n", "other", stdin=Path(path).read_text())
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert yaml.safe_load(from_stdin.stdout)["metadata"] == {"name": "web", "namespace": "other"}
+
+
+def test_the_cli_without_a_name_or_a_file_says_which_to_give() -> None:
+    result = _offline()
+    assert result.returncode == 2 and result.stdout == ""
+    assert (
+        result.stderr
+        == "presage scaledobject: error: give the PredictiveScaler's name (read from the cluster) or -f FILE\n"
+    )
