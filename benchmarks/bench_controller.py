@@ -72,7 +72,7 @@ from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running
-from presage_scaler.controller.scalers import ScalerController
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
 from presage_scaler.engine.evaluator import evaluate
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.signals import PrometheusSignalSource
