@@ -16,8 +16,11 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
 
 DEFAULT_LOOKBACK = timedelta(days=28)
+HELD_OUT_FAILED = 3
+"""The status when the chosen spec failed the held-out check (:mod:`presage_scaler.tune.held_out`);
+the files are still written. Distinct from 0 (a choice that held up) and 2 (nothing tuned)."""
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Find the cheapest PredictiveScaler policy that meets a service level on your own history: the
 least replica-hours whose under-provisioned time is at most --slo (and, with --slo-unserved, whose
 unserved demand is at most that share). It searches targetQuantile, headroom, the scale-down
@@ -31,6 +34,11 @@ candidate) and report.html to --out.
 
 The starting spec is --spec, or the API's defaults with --per-replica and --lead-time, or with
 --scaler NAME a PredictiveScaler read from the cluster together with its signal's history.
+
+Exit status: 0 when the chosen spec held up on the held-out part; {HELD_OUT_FAILED} when, there, it
+missed the service level or cost more than the starting spec it was chosen to undercut (the files
+are still written, and one line says what to do: a longer history, a looser service level, or the
+starting spec); 2 when nothing was tuned (a bad flag, trace or spec).
 """
 
 

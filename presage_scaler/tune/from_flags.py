@@ -32,8 +32,10 @@ from presage_scaler.clients.prometheus import PrometheusError
 from presage_scaler.controller.scaler_lookup import CommandError
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.engine.leadtime import HorizonError
+from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.from_cluster import read_live
+from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import table, write_document, write_spec
 from presage_scaler.tune.report import write_report
 from presage_scaler.tune.search import Slo
@@ -118,7 +120,8 @@ def _write(result: TuneResult, start: Start, out: Path) -> None:
 
 
 def run_from_flags(args: argparse.Namespace) -> int:
-    """Tune as the flags say; 2 with one line on stderr when it cannot run."""
+    """Tune as the flags say; 2 with one line on stderr when it cannot run, HELD_OUT_FAILED when the chosen
+    spec failed the held-out check (:mod:`presage_scaler.tune.held_out`)."""
     try:
         with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
             start = _start(args)
@@ -129,4 +132,4 @@ def run_from_flags(args: argparse.Namespace) -> int:
         return 2
     print(table(result))
     print(f"\nwrote {args.out / 'spec.yaml'}, {args.out / 'tune.json'} and {args.out / 'report.html'}")
-    return 0
+    return HELD_OUT_FAILED if check(result).failed else 0

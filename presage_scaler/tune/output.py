@@ -4,6 +4,7 @@ terminal table."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -12,6 +13,7 @@ import yaml
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
+from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.search import CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
@@ -116,6 +118,8 @@ def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, *, plac
     ]
     if not result.met:
         lines.append("# No candidate met the service level in-sample: this is the least under-provisioned one.")
+    if (held_out := check(result).message) is not None:
+        lines += [f"# {line}" for line in textwrap.wrap(held_out, width=98)]
     if placeholders:
         lines.append("# scaleTargetRef and signal.prometheus are placeholders: set them to your workload and query.")
     lines += [
@@ -152,6 +156,7 @@ def document(result: TuneResult) -> dict[str, Any]:
         "slo": {"under_provisioned_pct": result.slo.under_pct, "unserved_pct": result.slo.unserved_pct},
         "split": result.split.as_dict(),
         "met": result.met,
+        "held_out_check": check(result).as_dict(),
         "default_is_best": result.chosen.knobs == result.default.knobs,
         "alike": {
             "within_pct": 100 * ALIKE,
@@ -222,6 +227,7 @@ def table(result: TuneResult) -> str:
         judged(result.chosen.in_sample),
         *filter(None, [alike_line(result)]),
         verdict(result),
+        *filter(None, [check(result).message]),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",
     ]

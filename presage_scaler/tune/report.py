@@ -20,6 +20,7 @@ import yaml
 from plotly.subplots import make_subplots
 
 from presage_scaler.backtest import plots
+from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import alike_line, judged, manifests, verdict
 from presage_scaler.tune.search import Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
@@ -183,6 +184,11 @@ def _lead(text: str) -> str:
     return f'<p class="lead">{text}</p>'
 
 
+def _warning(text: str) -> str:
+    """A paragraph that must not be missed: the held-out check failed."""
+    return f'<p class="lead" role="alert" style="color:{SLO_COLOR}"><b>{escape(text)}</b></p>'
+
+
 def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML string."""
     name = Path(result.trace.source).name
@@ -193,6 +199,7 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
         f"<h1>presage tune: {escape(name)}</h1>",
         _lead(f"The cheapest policy found with {escape(result.slo.describe())}. {escape(result.split.describe())}."),
         _lead(f"<b>{escape(verdict(result))}</b>"),
+        *([_warning(message)] if (message := check(result).message) is not None else []),
         _lead(f"The chosen spec, {escape(judged(result.chosen.in_sample))}."),
         *([_lead(f"{escape(line)}.")] if (line := alike_line(result)) else []),
         plots.table(_figures_rows(result), header),
