@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from presage_scaler.cli.main import main
+from presage_scaler.tune.command import HELD_OUT_FAILED
 from tests.harness.chromium import open_page
 from tests.integration.test_report_browser import EXAMPLE, PROBE
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.integration
 def report(tmp_path: Path) -> Path:
     """Tuned in a plain fixture: the command runs its own event loop."""
     argv = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--slo", "1%", "--jobs", "1", "--no-progress"]
-    assert main(["tune", *argv, "--out", str(tmp_path)]) == 0
+    # Tuned either way: the example's choice fails the held-out check (status 3), the report is written.
+    assert main(["tune", *argv, "--out", str(tmp_path)]) in (0, HELD_OUT_FAILED)
     return tmp_path / "report.html"
 
 
