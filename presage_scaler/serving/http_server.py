@@ -67,6 +67,13 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8080
 DEFAULT_HEALTH_PORT = 8081
 DEFAULT_LIMITS = HttpLimits()
+ACCEPTS_PER_TURN = 32
+"""Connections accepted per turn of the event loop. asyncio accepts as many per turn as the listen
+backlog it was given, and sets each one up before anything else on the loop runs: a burst of a
+thousand would hold KEDA's gRPC answers and the evaluations for the whole burst's CPU."""
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues for accepting, set after asyncio has started (it sets the queue to
+the per-turn count): a burst waits there rather than being refused."""
 Readiness = Callable[[], bool | str]
 """True when ready; False, or a string saying why, when not."""
 
@@ -209,7 +216,7 @@ def _bind(host: str, port: int) -> socket.socket:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # "::" serves IPv4 too
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise
@@ -262,6 +269,7 @@ async def _serve(
         log_level="warning",
         access_log=False,
         lifespan="off",
+        backlog=ACCEPTS_PER_TURN,
         timeout_graceful_shutdown=grace,
         ssl_certfile=str(tls.cert) if tls else None,
         ssl_keyfile=str(tls.key) if tls else None,
@@ -274,6 +282,7 @@ async def _serve(
             task.result()  # raises what stopped it (a bad certificate, ...)
             raise RuntimeError(f"the {name} HTTP server exited during startup")
         await asyncio.sleep(0.01)
+    sock.listen(LISTEN_BACKLOG)  # the kernel's queue only: asyncio keeps its per-turn count
     bound = sock.getsockname()[1]
     log.info("%s server listening host=%s port=%d tls=%s", name, host, bound, tls is not None)
     return HttpServer(port=bound, tls=tls is not None, _server=server, _task=task)

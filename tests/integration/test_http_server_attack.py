@@ -2,8 +2,8 @@
 
 The server runs in its own process with its default limits; the attacker in another
 (:mod:`tests.harness.idle_connections`), from 127.0.0.2, keeps reopening every connection the server
-closes (after 2 s on average: ~400 connections a second, where the attack reported against the
-unbounded server reconnected 7.5 a second). The client measured here connects from 127.0.0.1 (Linux
+closes (after 1 s on average: several hundred connections a second, where the attack reported
+against the unbounded server reconnected 7.5 a second). The client measured here connects from 127.0.0.1 (Linux
 routes all of 127/8 to the loopback interface, so the server sees two peers). Every probe and every
 Agones review for a minute must be answered 200 within a second, on a fresh connection each, as the
 kubelet makes its probes.
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 ATTACKER = "127.0.0.2"
 CLIENT = "127.0.0.1"
 CONNECTIONS = 1000
-REOPEN_AFTER = 2.0
+REOPEN_AFTER = 1.0
 SECONDS = 60.0
 ANSWER_WITHIN = 1.0
 
@@ -88,5 +88,5 @@ async def test_a_thousand_idle_connections_from_one_address_starve_no_other_clie
     # The attack was real: a thousand connections opened, and the server kept closing them.
     assert totals.opened >= CONNECTIONS and totals.closed_by_server >= CONNECTIONS - 200
     # What it held was bounded by the per-address limit (128 by default), not by its count; the
-    # sockets of one batch of accepted connections outlive their close by one turn of the loop.
-    assert most_sockets < CONNECTIONS // 2
+    # sockets of one turn's accepted connections (32) outlive their close by a turn of the loop.
+    assert most_sockets <= 128 + 32 + 16
