@@ -68,7 +68,7 @@ class IdleConnections:
             f"--source={source}",
             f"--reopen-after={reopen_after}",
         ]
-        self.log_path = (workdir or Path(tempfile.mkdtemp(prefix="idle-connections-"))) / "attack.log"
+        self.log_path = (workdir or Path(tempfile.mkdtemp(prefix="idle-connections-"))) / f"attack-{port}.log"
         self._process: ServerProcess | None = None
         self.totals: AttackTotals | None = None
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -216,8 +216,12 @@ class KubeControlPlane:
     READY_TIMEOUT_S = 120.0
     STOP_TIMEOUT_S = 20.0
 
-    def __init__(self, binaries: KubeBinaries | None = None, workdir: Path | None = None) -> None:
+    def __init__(
+        self, binaries: KubeBinaries | None = None, workdir: Path | None = None, apiserver_args: Sequence[str] = ()
+    ) -> None:
+        """``apiserver_args``: more kube-apiserver flags (an audit log, say), kept across restarts."""
         self.binaries = binaries or ensure_kube_binaries()
+        self.apiserver_args = list(apiserver_args)
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="presage-kube-"))
         self._pki = _generate_pki(self.workdir / "pki")
@@ -358,6 +362,7 @@ class KubeControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *self.apiserver_args,
         ]
         self._apiserver = self._spawn("kube-apiserver", cmd)
         self._apiserver.wait_http(

@@ -1,0 +1,29 @@
+"""Two minutes of presage with every fault of the soak once (:mod:`tests.harness.soak`): a kill -9 of
+the leader, Prometheus and kube-apiserver restarts, etcd stopped for 30 s and a thousand idle
+connections against the leader's webhook port, over 100 scalers on two replicas. Every figure that
+must be 0 is 0; ``benchmarks/bench_soak.py`` runs the same for 30 minutes and 1,000 scalers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.harness.soak import SoakConfig, run
+
+pytestmark = pytest.mark.integration
+
+
+async def test_two_minutes_of_faults_lose_nothing(tmp_path: Path) -> None:
+    figures = await run(SoakConfig.short(), tmp_path)
+    print("\n".join(figures.lines()))
+    assert not figures.violations(), "\n".join(figures.lines())
+    # Each fault happened, and KEDA was answered throughout.
+    assert [fault.name for fault in figures.faults] == [
+        "kill -9 the leader",
+        "restart Prometheus",
+        "restart kube-apiserver",
+        "SIGSTOP etcd",
+        "idle connections",
+    ]
+    assert figures.answers.counts > figures.answers.answers // 2
