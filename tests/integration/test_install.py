@@ -68,6 +68,19 @@ def test_installed_cli_generates_the_committed_crds(installed, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_installed_cli_writes_crds_only_where_asked(installed, tmp_path):
+    """Installed (not a checkout), ``presage crds`` has no checkout to write into: it asks for --out in
+    one line rather than creating crds/, docs/ and charts/ in the directory it runs in."""
+    presage = installed / "presage"
+    for argv in (["crds"], ["crds", "--check"]):
+        result = subprocess.run([presage, *argv], capture_output=True, text=True, check=False, cwd=tmp_path)
+        assert result.returncode == 2 and "pass --out DIR" in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+    written = subprocess.run([presage, "crds", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "out" / "crds").is_dir() and (tmp_path / "out" / "docs" / "api-reference.md").is_file()
+
+
 def test_installed_package_does_not_import_from_the_checkout(installed):
     where = imported_from(installed, "presage_scaler")
     assert str(REPO) not in where and "site-packages" in where
