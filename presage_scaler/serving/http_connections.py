@@ -35,8 +35,9 @@ from presage_scaler.serving import agones
 @dataclass(frozen=True)
 class HttpLimits:
     """What clients may cost a listener. The defaults are generous for Agones (a review of ~1 KiB
-    every sync period per Fleet), Prometheus and the kubelet, and bound an abusive client's cost to
-    a few hundred MiB at most whatever it sends."""
+    every sync period per Fleet), Prometheus and the kubelet, and bound what abusive clients' heads
+    and bodies hold to about 100 MiB per listener (1,024 heads of 16 KiB, 64 bodies of 1 MiB); a
+    response nobody reads is held for ``response_timeout`` at most."""
 
     max_body_bytes: int = agones.MAX_BODY_BYTES
     """The largest webhook body read; a larger one is refused with 413."""
@@ -125,11 +126,6 @@ class ListenerConnections:
         self._counted: set[BoundedH11Protocol] = set()
         self._waiting = _Waiting()
         self._bodies = _Waiting()
-
-    @property
-    def open(self) -> int:
-        """Connections counted: open, and not yet closed for room."""
-        return len(self._counted)
 
     def opened(self, conn: BoundedH11Protocol) -> None:
         """Count a new connection (waiting for its first head) and make room for it if need be."""
