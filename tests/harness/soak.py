@@ -89,6 +89,9 @@ AUDIT_POLICY = {
     ],
 }
 PROBE_EVERY = 2.0
+KEDA_TIMEOUT = 10.0
+"""KEDA calls GetMetrics with the HPA's request context, whose deadline is the metrics API's (tens of
+seconds); every answer's latency is reported beside."""
 PROBE_TIMEOUT = 1.0  # the kubelet's default timeoutSeconds
 
 
@@ -226,7 +229,7 @@ class Figures:
             f"KEDA GetMetrics: {a.answers} answers to {c.sampled} scalers x {len(REPLICAS)} replicas: "
             f"{a.counts} counts, {a.unavailable} UNAVAILABLE, other errors {a.other_errors or 0}",
             f"  stale counts: {len(a.stale)}, made-up 0s: {len(a.zeros)}, counts no generation pinned: "
-            f"{len(a.made_up)}",
+            f"{len(a.made_up)}; slowest answer {a.slowest:.2f}s, {a.over_a_second} over 1 s",
             f"status writes by a non-leader: {len(self.non_leader)} (of {self.status_writes} status writes; "
             f"{self.lease_writes} Lease writes)",
             f"shadow buckets lost across restarts: {self.buckets_lost} (of {self.buckets_seen} buckets, "
@@ -447,7 +450,6 @@ class Soak:
         history = [(now - timedelta(minutes=m), 100.0) for m in range(120, -1, -1)]
         prometheus.add_series("soak_demand", {"job": "soak"}, history)
         prometheus.add_scrape_target("soak", live.address, "5s")
-        replicas: list[_Replica] = []
         try:
             with self._plane() as plane:
                 await asyncio.to_thread(prometheus.start)
@@ -455,21 +457,29 @@ class Soak:
                 plane.kubectl("create", "namespace", NAMESPACE)
                 plane.kubectl("apply", "-f", "-", input=json.dumps(seasonal_backend(BACKEND, "10m", 2)))
                 replicas = self._replicas(plane)
-                async with httpx.AsyncClient(base_url=plane.server, verify=self._ssl(plane), timeout=10.0) as api:
-                    self.say(f"creating {c.scalers} Deployments and PredictiveScalers")
-                    await self._create(api, [_deployment(i) for i in range(c.scalers)])
-                    await self._create(api, [_scaler(i, prometheus.url, c) for i in range(c.scalers)])
-                    self.record.histories = {name: ScalerHistory() for name in self.names}
-                    self.record.attempted = {name: {1} for name in self.names}
-                    for replica in replicas:
-                        await asyncio.to_thread(replica.start)
-                    await self._until_every_scaler_is_evaluated(api)
-                    return await self._measure(plane, api, prometheus, replicas)
+                try:
+                    return await self._set_up_and_measure(plane, prometheus, replicas)
+                finally:
+                    for replica in replicas:  # before the API server stops under them
+                        replica.kill()
         finally:
-            for replica in replicas:
-                replica.kill()
             prometheus.stop()
             live.stop()
+
+    async def _set_up_and_measure(
+        self, plane: KubeControlPlane, prometheus: PrometheusServer, replicas: list[_Replica]
+    ) -> Figures:
+        c = self.config
+        async with httpx.AsyncClient(base_url=plane.server, verify=self._ssl(plane), timeout=10.0) as api:
+            self.say(f"creating {c.scalers} Deployments and PredictiveScalers")
+            await self._create(api, [_deployment(i) for i in range(c.scalers)])
+            await self._create(api, [_scaler(i, prometheus.url, c) for i in range(c.scalers)])
+            self.record.histories = {name: ScalerHistory() for name in self.names}
+            self.record.attempted = {name: {1} for name in self.names}
+            for replica in replicas:
+                await asyncio.to_thread(replica.start)
+            await self._until_every_scaler_is_evaluated(api)
+            return await self._measure(plane, api, prometheus, replicas)
 
     async def _until_every_scaler_is_evaluated(self, api: httpx.AsyncClient) -> None:
         waited = time.monotonic()
@@ -665,13 +675,16 @@ class Soak:
             for replica in replicas:
                 if not replica.up:
                     continue  # not ready, so out of the Service's endpoints: KEDA does not reach it
+                called = time.time()
                 try:
-                    reply = await stubs[replica.name].GetMetrics(request, timeout=2.0)
-                    answer = Answer(time.time(), replica.name, name, reply.metricValues[0].metricValue, "OK")
+                    reply = await stubs[replica.name].GetMetrics(request, timeout=KEDA_TIMEOUT)
+                    count, code = reply.metricValues[0].metricValue, "OK"
                 except grpc.aio.AioRpcError as err:
                     if not replica.up:
                         continue
-                    answer = Answer(time.time(), replica.name, name, None, err.code().name)
+                    count, code = None, err.code().name
+                now = time.time()
+                answer = Answer(now, replica.name, name, count, code, now - called)
                 self.record.answers.append(answer)
             await asyncio.sleep(self.config.poll)
 

@@ -31,6 +31,7 @@ class Answer:
     scaler: str
     value: int | None
     code: str
+    took: float = 0.0  # seconds from the call to its answer
 
 
 @dataclass
@@ -84,6 +85,8 @@ class AnswerVerdict:
     stale: list[Answer]
     zeros: list[Answer]
     made_up: list[Answer]
+    slowest: float  # seconds, of any answer
+    over_a_second: int
 
 
 def judge_answers(
@@ -92,13 +95,16 @@ def judge_answers(
     """Each answer: a count some generation pinned, no older than ``bound`` seconds past the status
     that superseded it; UNAVAILABLE; or a violation. ``attempted``: every count the soak asked for,
     by scaler (a patch whose answer was lost may still have landed)."""
-    total = counts = unavailable = 0
+    total = counts = unavailable = slow = 0
+    slowest = 0.0
     other: dict[str, int] = {}
     stale: list[Answer] = []
     zeros: list[Answer] = []
     made_up: list[Answer] = []
     for answer in answers:
         total += 1
+        slowest = max(slowest, answer.took)
+        slow += answer.took > 1.0
         if answer.value is None:
             if answer.code == "UNAVAILABLE":
                 unavailable += 1
@@ -115,7 +121,7 @@ def judge_answers(
             superseded = history.superseded_at(answer.value)
             if superseded is not None and answer.at > superseded + bound:
                 stale.append(answer)
-    return AnswerVerdict(total, counts, unavailable, other, stale, zeros, made_up)
+    return AnswerVerdict(total, counts, unavailable, other, stale, zeros, made_up, slowest, slow)
 
 
 @dataclass(frozen=True)
