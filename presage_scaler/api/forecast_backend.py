@@ -97,7 +97,14 @@ class ForecastBackendSpec(APIModel):
 class ForecastBackendStatus(APIModel):
     """ForecastBackendStatus reports backend reachability."""
 
-    conditions: list[Condition] | None = field(default=None, **CONDITION_LIST)
-    last_probe_time: Timestamp | None = field(default=None)
+    conditions: list[Condition] | None = field(
+        "Conditions: Ready (the last probe succeeded; otherwise its reason names the failure, e.g. "
+        "BackendUnreachable or BackendTimeout) and Degraded (the last probe failed).",
+        default=None,
+        **CONDITION_LIST,
+    )
+    last_probe_time: Timestamp | None = field("LastProbeTime is when presage last probed the backend.", default=None)
     model: str | None = field("Model reported by the backend on its last successful probe.", default=None)
-    observed_generation: Int64 | None = field(default=None)
+    observed_generation: Int64 | None = field(
+        "ObservedGeneration is the metadata.generation of the spec the last probe used.", default=None
+    )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from presage_scaler.api.crdgen import crd_filename, render_crd
+from presage_scaler.api.crdgen import crd_filename, render_chart_crd, render_crd
 from presage_scaler.api.docgen import render_reference
 from presage_scaler.api.types import KINDS
 
-CRD_FOLDERS = ("crds", "charts/presage/crds")
+CHART_CRDS = "charts/presage/templates/crds"
 PACKAGE = Path(__file__).resolve().parents[1]
 """The ``presage_scaler`` package this module belongs to."""
 
@@ -25,10 +25,11 @@ def checkout_of(package: Path) -> Path | None:
 def generated_files() -> dict[str, str]:
     """Repository-relative path → content of every generated file.
 
-    The CRDs are written twice: ``crds/`` for ``kubectl apply``, and the Helm chart's ``crds/``
-    (Helm reads CRDs only from inside the chart).
+    The CRDs are written twice: ``crds/`` for ``kubectl apply``, and as templates of the Helm chart
+    (Helm reads only files inside the chart, and upgrades CRDs only from its templates).
     """
-    files = {f"{folder}/{crd_filename(kind)}": render_crd(kind) for folder in CRD_FOLDERS for kind in KINDS}
+    files = {f"crds/{crd_filename(kind)}": render_crd(kind) for kind in KINDS}
+    files |= {f"{CHART_CRDS}/{crd_filename(kind)}": render_chart_crd(kind) for kind in KINDS}
     files["docs/api-reference.md"] = render_reference()
     return files
 

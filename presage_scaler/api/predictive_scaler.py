@@ -50,8 +50,13 @@ MAX_SIGNALS = 16
 class SecretKeyRef(APIModel):
     """SecretKeyRef selects a key of a Secret in the PredictiveScaler's own namespace."""
 
-    key: str = field(minLength=1, maxLength=253)
-    name: str = field(minLength=1, maxLength=253)
+    key: str = field("Key of the Secret's data whose value is the token.", minLength=1, maxLength=253)
+    name: str = field(
+        "Name of the Secret, in the PredictiveScaler's namespace. presage reads only a Secret it was granted "
+        "(a Role with resourceNames for it).",
+        minLength=1,
+        maxLength=253,
+    )
 
 
 _BEARER = "BearerTokenSecretRef optionally supplies an Authorization bearer token."
@@ -161,7 +166,7 @@ class NamedSignal(APIModel):
         "Capacity converts this signal's units into replicas. Required, because there is no sensible "
         "shared default across dimensions measured in different units."
     )
-    history: Duration = field(default="336h")
+    history: Duration = field(_HISTORY, default="336h")
     name: str = field(
         "Name identifies the signal in status and metrics. Must be unique within the scaler.",
         minLength=1,
@@ -169,7 +174,7 @@ class NamedSignal(APIModel):
         pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$",
     )
     prometheus: PrometheusQuery = field("Prometheus reads this signal from a Prometheus-compatible endpoint.")
-    resolution: Duration = field(default="5m")
+    resolution: Duration = field(_RESOLUTION, default="5m")
 
     cel_rules = _SIGNAL_RULES
 
@@ -204,7 +209,11 @@ class LeadTimeSpec(APIModel):
     only useful at T+lead, so it is structurally always one lead time behind. presage forecasts demand at
     T+lead and provisions for that instead."""
 
-    max: Duration = field(default="15m")
+    max: Duration = field(
+        "Max is the longest lead time presage sizes for, whatever Static says or the Observed query returns; "
+        "a longer lead time needs a longer forecast horizon and holds capacity earlier.",
+        default="15m",
+    )
     min: Duration = field(
         "Min and Max clamp the resolved lead time. They bound the damage from a bad Observed query and stop "
         "the horizon from collapsing to zero (which would silently turn presage into a reactive autoscaler).",
@@ -252,14 +261,20 @@ class ReactiveFloorSpec(APIModel):
         "or a percentage of current demand.",
         default="10%",
     )
-    enabled: bool = field(default=True)
+    enabled: bool = field(
+        "Enabled runs the reactive floor. Disabled, nothing bounds the forecast from below: scale-to-zero "
+        "becomes possible, and forecast error can cause under-provisioning.",
+        default=True,
+    )
 
 
 class ScaleDownUncertaintyGuardSpec(APIModel):
     """ScaleDownUncertaintyGuard refuses to release capacity while the forecast is too uncertain. Adding
     capacity is deliberately never gated this way."""
 
-    enabled: bool = field(default=True)
+    enabled: bool = field(
+        "Enabled runs the guard. Disabled, a scale-down is allowed however uncertain the forecast is.", default=True
+    )
     max_relative_spread: DecimalString = field(
         "MaxRelativeSpread is the largest (upper - lower) / max(lower, 1) that still permits a scale-down. "
         "Lower values are more conservative.",
@@ -291,8 +306,17 @@ class PolicySpec(APIModel):
         "a percentage.",
         default="10%",
     )
-    max_replicas: Int32 = field(minimum=1)
-    min_replicas: Int32 = field(default=1, minimum=0)
+    max_replicas: Int32 = field(
+        "MaxReplicas is the most replicas presage recommends. It is applied last, so it binds even below the "
+        "reactive floor.",
+        minimum=1,
+    )
+    min_replicas: Int32 = field(
+        "MinReplicas is the fewest replicas presage recommends. 0 allows scale-to-zero only with the reactive "
+        "floor disabled: the floor never recommends fewer than one replica.",
+        default=1,
+        minimum=0,
+    )
     reactive_floor: ReactiveFloorSpec = field(
         ReactiveFloorSpec.__doc__ or "", default_factory=ReactiveFloorSpec, object_default=True
     )
@@ -517,7 +541,7 @@ class SignalStatus(APIModel):
 
     forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
     gap_steps: Int32 | None = field("GapSteps is how many steps of the query window were gap-filled.", default=None)
-    name: str = field()
+    name: str = field('Name of the signal: signals[].name, or "default" for the single-signal form.')
     observed: MeasuredString = field("Observed is the latest sampled value.")
     replicas: Int32 = field("Replicas this signal alone would have required.")
     sized_to: MeasuredString | None = field(
@@ -649,7 +673,7 @@ class SignalCalibration(APIModel):
         default=None,
         maxItems=CALIBRATION_MAX_FORECASTS,
     )
-    name: str = field()
+    name: str = field('Name of the signal: signals[].name, or "default" for the single-signal form.')
     resolution: Duration = field("Resolution of the signal the forecasts were made at.")
 
 
@@ -664,11 +688,23 @@ class PredictiveScalerStatus(APIModel):
         default=None,
         maxItems=MAX_SIGNALS,
     )
-    conditions: list[Condition] | None = field(default=None, **CONDITION_LIST)
+    conditions: list[Condition] | None = field(
+        "Conditions: Ready (True while a recommendation fresh enough to serve exists; reason Recommended, "
+        "LastRecommendationHeld, RecommendationStale or NoRecommendation), Degraded (True when the last "
+        "evaluation failed; the reason names the failure), Consumed (whether a ScaledObject or an Agones Fleet "
+        "applies the recommendation) and SpecAdjusted (whether the last evaluation used the spec as written).",
+        default=None,
+        **CONDITION_LIST,
+    )
     current_replicas: Int32 | None = field("CurrentReplicas last read from the target.", default=None)
     last_forecast: LastForecast | None = field(LastForecast.__doc__ or "", default=None)
-    last_scale_time: Timestamp | None = field(default=None)
-    observed_generation: Int64 | None = field(default=None)
+    last_scale_time: Timestamp | None = field(
+        "LastScaleTime is when presage last recommended a count other than the target's current one.",
+        default=None,
+    )
+    observed_generation: Int64 | None = field(
+        "ObservedGeneration is the metadata.generation of the spec the last evaluation used.", default=None
+    )
     recommended_replicas: Int32 | None = field(
         "RecommendedReplicas is what presage would apply (and does apply in Enforce mode).", default=None
     )

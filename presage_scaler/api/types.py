@@ -52,6 +52,17 @@ class Kind:
 
 _AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
 
+
+def _condition(field: str, type_: str) -> str:
+    """The JSONPath of one field of the condition of type ``type_``."""
+    return f'.status.conditions[?(@.type=="{type_}")].{field}'
+
+
+# The default columns answer "what does it recommend, and is it working": READY with, beside it, the
+# Degraded reason, which names the failure (PrometheusUnreachable, BackendTimeout, ...) while a scaler
+# still serves its last recommendation, and reads EvaluationSucceeded otherwise. -o wide adds what a
+# healthy scaler's number came from and the Ready reason (what is served: Recommended,
+# LastRecommendationHeld, RecommendationStale, NoRecommendation).
 PREDICTIVE_SCALER = Kind(
     name="PredictiveScaler",
     plural="predictivescalers",
@@ -69,15 +80,29 @@ PREDICTIVE_SCALER = Kind(
         PrinterColumn("Current", ".status.currentReplicas", "integer", "Replicas last read from the target"),
         PrinterColumn("Forecast", ".status.lastForecast.point", description="Point forecast at the lead time"),
         PrinterColumn("Recommended", ".status.recommendedReplicas", "integer", "What presage recommends"),
-        PrinterColumn("Binding", ".status.breakdown.bindingSignal", description="Signal needing most replicas"),
-        PrinterColumn("Constraint", ".status.breakdown.constraint", description="Constraint that bound"),
         PrinterColumn(
-            "Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition", priority=1
+            "Binding", ".status.breakdown.bindingSignal", description="Signal needing most replicas", priority=1
+        ),
+        PrinterColumn(
+            "Constraint",
+            ".status.breakdown.constraint",
+            description="Policy step that set the count (empty: the forecast did)",
+            priority=1,
+        ),
+        PrinterColumn("Ready", _condition("status", "Ready"), description="A fresh recommendation is served"),
+        PrinterColumn(
+            "Serving", _condition("reason", "Ready"), description="The Ready reason: what is served", priority=1
+        ),
+        PrinterColumn(
+            "Reason",
+            _condition("reason", "Degraded"),
+            description="Why the last evaluation failed (EvaluationSucceeded when it did not)",
         ),
         _AGE,
     ),
 )
 
+# A backend's Ready reason is ProbeSucceeded, or why the last probe failed.
 FORECAST_BACKEND = Kind(
     name="ForecastBackend",
     plural="forecastbackends",
@@ -89,7 +114,13 @@ FORECAST_BACKEND = Kind(
     printer_columns=(
         PrinterColumn("Type", ".spec.type", description="Forecasting implementation"),
         PrinterColumn("Model", ".status.model", description="Model reported by the backend"),
-        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Reachable"),
+        PrinterColumn("Ready", _condition("status", "Ready"), description="The last probe succeeded"),
+        PrinterColumn(
+            "Reason",
+            _condition("reason", "Ready"),
+            description="Why the last probe failed (ProbeSucceeded when it did not)",
+        ),
+        PrinterColumn("Probed", ".status.lastProbeTime", "date", "When the backend was last probed", priority=1),
         _AGE,
     ),
 )

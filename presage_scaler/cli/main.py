@@ -53,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     crds = commands.add_parser(
         "crds",
-        help="generate crds/, the chart's crds/ and docs/api-reference.md from the API declaration",
-        description="Generate crds/, charts/presage/crds/ and docs/api-reference.md from the API declaration. "
+        help="generate crds/, the chart's CRD templates and docs/api-reference.md from the API declaration",
+        description="Generate crds/, charts/presage/templates/crds/ and docs/api-reference.md from the API "
+        "declaration. "
         "They are written into the source checkout presage runs from, or under --out; an installed presage "
         "(not a checkout) needs --out.",
     )

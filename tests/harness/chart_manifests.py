@@ -1,11 +1,12 @@
 """The kustomize manifests in ``manifests/`` are generated from the Helm chart, so the two cannot drift.
 
 Each generated file is one chart template rendered by the real ``helm template`` with the chart's
-default values (the forecaster's with ``forecaster.enabled=true``) in namespace ``presage-system``,
-minus Helm's bookkeeping labels (``helm.sh/chart``, ``app.kubernetes.io/managed-by``, ``instance``,
-``version``), which a kustomize install must not carry. Comments in the templates come through.
-What the chart has no template for stays hand-written: ``namespace.yaml``, the kustomizations,
-``examples/`` and ``forecaster/weights-loader.yaml``.
+default values (the forecaster's with ``forecaster.enabled=true``) as release ``presage`` in namespace
+``presage-system``, labels included: with the ownership annotations ``kustomization.yaml`` adds, they
+are what ``helm install presage charts/presage -n presage-system`` checks before taking a kustomize
+install over, and the selectors match the chart's. Comments in the templates come through. What the
+chart has no template for stays hand-written: ``namespace.yaml``, the kustomizations and the ownership
+transformer, ``examples/`` and ``forecaster/weights-loader.yaml``; the CRDs are ``crds/``.
 
 Regenerate after changing the chart (builds helm on first use)::
 
@@ -34,6 +35,7 @@ GENERATED = {
     "manifests/deployment.yaml": "templates/deployment.yaml",
     "manifests/service.yaml": "templates/service.yaml",
     "manifests/networkpolicy.yaml": "templates/networkpolicy.yaml",
+    "manifests/poddisruptionbudget.yaml": "templates/poddisruptionbudget.yaml",
     "manifests/forecastbackend-default.yaml": "templates/forecastbackend-default.yaml",
     "manifests/forecaster/deployment.yaml": "templates/forecaster/deployment.yaml",
     "manifests/forecaster/service.yaml": "templates/forecaster/service.yaml",
@@ -41,7 +43,6 @@ GENERATED = {
     "manifests/forecaster/weights-pvc.yaml": "templates/forecaster/weights-pvc.yaml",
 }
 
-_HELM_LABEL = re.compile(r"^\s*(helm\.sh/chart|app\.kubernetes\.io/(managed-by|instance|version)):.*\n", re.MULTILINE)
 _SOURCE = re.compile(rf"^---\n# Source: {re.escape(CHART.name)}/(\S+)\n", re.MULTILINE)
 
 
@@ -67,7 +68,7 @@ def render_manifests(helm: Helm) -> dict[str, str]:
             f"# Generated from charts/presage/{template} (default values) by\n"
             "# `python -m tests.harness.chart_manifests`: edit the chart, then regenerate.\n"
         )
-        files[path] = header + _HELM_LABEL.sub("", "---\n".join(documents[template]))
+        files[path] = header + "---\n".join(documents[template])
     return files
 
 

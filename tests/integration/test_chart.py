@@ -1,8 +1,9 @@
-"""charts/presage with a real helm (built from the Go module proxy) and a real API server of its own.
+"""charts/presage with a real helm (built from the Go module proxy) and real API servers of its own.
 
-Lint, the kustomize manifests generated from it, what each option renders (down to the flags
-`presage run` parses and the Secrets its files come from), server-side validation of every rendered
-object, and install, upgrade and uninstall. tests/e2e runs the installed chart's presage through KEDA.
+Lint, the values schema, the kustomize manifests generated from it, what each option renders (down to
+the flags `presage run` parses and the Secrets its files come from), server-side validation of every
+rendered object, and install, upgrade and uninstall: from nothing, over a kustomize install, and with
+the CRD switches. tests/e2e runs the installed chart's presage through KEDA.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tests.harness.presage_process import scaler_pod
 
 pytestmark = pytest.mark.integration
 
+REPO = CHART.parents[1]
 NAMESPACE = "presage-system"
+PRESAGE_CRDS = ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh")
 # Every option set at once, away from its default.
 EVERYTHING = {
     "forecaster.enabled": "true",
@@ -44,8 +47,69 @@ EVERYTHING = {
     "networkPolicy.kedaNamespace": "keda-system",
     "networkPolicy.agonesNamespace": "",
     "networkPolicy.monitoringNamespace": "prometheus",
+    "crds.keep": "false",
+    "serviceAccount.create": "false",
+    "serviceAccount.name": "presage-identity",
+    "scaler.extraEnv[0].name": "SSL_CERT_FILE",
+    "scaler.extraEnv[0].value": "/etc/presage/ca/ca.crt",
+    "scaler.extraVolumes[0].name": "prometheus-ca",
+    "scaler.extraVolumes[0].configMap.name": "prometheus-ca",
+    "scaler.extraVolumeMounts[0].name": "prometheus-ca",
+    "scaler.extraVolumeMounts[0].mountPath": "/etc/presage/ca",
+    "scaler.podAnnotations.team": "autoscaling",
+    "scaler.podLabels.tier": "control",
+    "scaler.priorityClassName": "system-cluster-critical",
+    "scaler.topologySpreadConstraints[0].maxSkew": "1",
+    "scaler.topologySpreadConstraints[0].topologyKey": "topology.kubernetes.io/zone",
+    "scaler.topologySpreadConstraints[0].whenUnsatisfiable": "DoNotSchedule",
+    "metrics.serviceMonitor.enabled": "true",
+    "metrics.serviceMonitor.interval": "30s",
+    "metrics.serviceMonitor.labels.release": "kube-prometheus-stack",
+    "metrics.podMonitor.enabled": "true",
+    "metrics.podMonitor.scrapeTimeout": "10s",
+    "certManager.enabled": "true",
 }
 VARIANTS = {"defaults": {}, "everything": EVERYTHING}
+
+
+def stand_in_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
+    """A CRD that makes the API server serve ``kind`` and keep any content: a stand-in for the Prometheus
+    Operator's and cert-manager's own, so that the chart's objects of those kinds install, upgrade and
+    uninstall here (their schemas are those projects' to validate)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+OPTIONAL_KINDS = [
+    stand_in_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+    stand_in_crd("monitoring.coreos.com", "PodMonitor", "podmonitors"),
+    stand_in_crd("cert-manager.io", "Certificate", "certificates"),
+    stand_in_crd("cert-manager.io", "Issuer", "issuers"),
+]
+
+
+def install_optional_kinds(plane: KubeControlPlane) -> None:
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": OPTIONAL_KINDS})
+    plane.kubectl("apply", "-f", "-", input=body)
+    for crd in OPTIONAL_KINDS:
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+
 
 Objects = dict[tuple[str, str], dict[str, Any]]
 
@@ -64,17 +128,57 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     return Helm(ensure_helm(), tmp_path_factory.mktemp("helm"))
 
 
-@pytest.fixture(scope="module")
-def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeControlPlane, Helm]]:
-    """An API server of its own: the shared one has presage's objects applied by kubectl, not helm."""
+@pytest.fixture
+def chart_cluster(tmp_path: Path) -> Iterator[tuple[KubeControlPlane, Helm]]:
+    """A fresh API server for each test (a few seconds to start): the shared one has presage's CRDs
+    applied by kubectl, and which CRDs and ForecastBackends exist is what these tests are about."""
     with KubeControlPlane(ensure_kube_binaries()) as plane:
-        yield plane, Helm(ensure_helm(), tmp_path_factory.mktemp("helm-cluster"), plane.kubeconfig)
+        install_optional_kinds(plane)
+        yield plane, Helm(ensure_helm(), tmp_path / "helm", plane.kubeconfig)
+
+
+def get(plane: KubeControlPlane, kind: str, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
+    """The object as JSON, or None when the API server has none of that name."""
+    result = plane.kubectl("get", kind, name, f"--namespace={namespace}", "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def owner(obj: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """The ownership Helm checks: the managed-by label and the release name and namespace annotations."""
+    metadata = obj["metadata"]
+    return (
+        metadata.get("labels", {}).get("app.kubernetes.io/managed-by"),
+        metadata.get("annotations", {}).get("meta.helm.sh/release-name"),
+        metadata.get("annotations", {}).get("meta.helm.sh/release-namespace"),
+    )
+
+
+RELEASE_OWNED = ("Helm", "presage", NAMESPACE)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_lint_is_clean(helm: Helm, variant: str) -> None:
     result = helm("lint", "--strict", str(CHART), *set_flags(VARIANTS[variant]))
     assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "error"),
+    [
+        ("scaler.replica=3", "at '/scaler': additional properties 'replica' not allowed"),
+        ("metrics.serviceMonitor.enable=true", "at '/metrics/serviceMonitor': additional properties 'enable'"),
+        ("crds.instal=false", "at '/crds': additional properties 'instal' not allowed"),
+        ("scaler.grpc.port=http", "at '/scaler/grpc/port': got string, want integer"),
+        ("scaler.podDisruptionBudget.minAvailable=most", "at '/scaler/podDisruptionBudget/minAvailable'"),
+        ("certManager.issuer.kind=Issuers", "at '/certManager/issuer/kind'"),
+        ("defaultForecastBackend.seasonalNaive.season=weekly", "at '/defaultForecastBackend/seasonalNaive/season'"),
+    ],
+)
+def test_a_misspelt_or_mistyped_value_fails_before_anything_renders(helm: Helm, flag: str, error: str) -> None:
+    """values.schema.json: helm lint, template and install refuse it, naming the value."""
+    for command in (["lint", "--strict", str(CHART)], ["template", "presage", str(CHART)]):
+        result = helm(*command, f"--set={flag}", check=False)
+        assert result.returncode != 0 and error in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 def test_kustomize_manifests_are_generated_from_the_chart(helm: Helm) -> None:
@@ -102,7 +206,7 @@ def test_default_args_are_the_documented_ones(helm: Helm) -> None:
 
 
 def test_every_option_reaches_presage_run(helm: Helm) -> None:
-    objects = render(helm, EVERYTHING)
+    objects = render(helm, {**EVERYTHING, "certManager.enabled": "false"})
     deployment = objects["Deployment", "presage-scaler"]
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -142,6 +246,140 @@ def test_every_option_reaches_presage_run(helm: Helm) -> None:
     ports = {p["name"]: p["port"] for p in objects["Service", "presage-scaler"]["spec"]["ports"]}
     assert ports == {"grpc": 9443, "http": 8080, "health": 8082}
     assert ("Deployment", "presage-forecaster") in objects
+
+
+def test_every_option_reaches_the_pod(helm: Helm) -> None:
+    objects = render(helm, EVERYTHING)
+    pod = objects["Deployment", "presage-scaler"]["spec"]["template"]
+    spec = pod["spec"]
+    [container] = spec["containers"]
+    assert container["env"] == [{"name": "SSL_CERT_FILE", "value": "/etc/presage/ca/ca.crt"}]
+    assert {"name": "prometheus-ca", "configMap": {"name": "prometheus-ca"}} in spec["volumes"]
+    assert {"name": "prometheus-ca", "mountPath": "/etc/presage/ca"} in container["volumeMounts"]
+    assert pod["metadata"]["annotations"] == {"team": "autoscaling"}
+    assert pod["metadata"]["labels"]["tier"] == "control"
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    # The chart adds the pods' selector to a constraint that names none.
+    assert spec["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "presage-scaler", "app.kubernetes.io/instance": "presage"}
+            },
+        }
+    ]
+    assert "topologySpreadConstraints" not in scaler_pod(
+        list(render(helm, {"scaler.topologySpreadConstraints": "null"}).values())
+    )
+    # Still non-root, read-only and without capabilities with everything set.
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_service_account_created_or_named(helm: Helm) -> None:
+    default = render(helm, {})
+    assert ("ServiceAccount", "presage-scaler") in default
+    assert scaler_pod(list(default.values()))["serviceAccountName"] == "presage-scaler"
+    existing = render(helm, {"serviceAccount.create": "false", "serviceAccount.name": "presage-identity"})
+    assert not [key for key in existing if key[0] == "ServiceAccount"]
+    assert scaler_pod(list(existing.values()))["serviceAccountName"] == "presage-identity"
+    for binding in (("ClusterRoleBinding", "presage-scaler"), ("RoleBinding", "presage-scaler-leader-election")):
+        assert [s["name"] for s in existing[binding]["subjects"]] == ["presage-identity"], binding
+    named = render(helm, {"serviceAccount.name": "presage-identity", "serviceAccount.annotations.iam": "role"})
+    assert named["ServiceAccount", "presage-identity"]["metadata"]["annotations"] == {"iam": "role"}
+
+
+def test_pod_disruption_budget_with_more_than_one_replica(helm: Helm) -> None:
+    pdb = render(helm, {})["PodDisruptionBudget", "presage-scaler"]["spec"]
+    assert pdb == {
+        "minAvailable": 1,
+        "selector": {
+            "matchLabels": {"app.kubernetes.io/name": "presage-scaler", "app.kubernetes.io/instance": "presage"}
+        },
+    }
+    assert (
+        "minAvailable"
+        not in render(helm, {"scaler.podDisruptionBudget.maxUnavailable": "50%"})[
+            "PodDisruptionBudget", "presage-scaler"
+        ]["spec"]
+    )
+    for off in ({"scaler.replicas": "1"}, {"scaler.podDisruptionBudget.enabled": "false"}):
+        assert not [key for key in render(helm, off) if key[0] == "PodDisruptionBudget"], off
+
+
+def test_monitors_scrape_the_health_port(helm: Helm) -> None:
+    objects = render(helm, EVERYTHING)
+    service = objects["Service", "presage-scaler"]
+    monitor = objects["ServiceMonitor", "presage-scaler"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "health", "path": "/metrics", "interval": "30s"}]
+    pods = objects["PodMonitor", "presage-scaler"]
+    pod_labels = objects["Deployment", "presage-scaler"]["spec"]["template"]["metadata"]["labels"]
+    assert pods["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pods["spec"]["podMetricsEndpoints"] == [{"port": "health", "path": "/metrics", "scrapeTimeout": "10s"}]
+    assert "health" in {p["name"] for p in service["spec"]["ports"]}
+    assert not [key for key in render(helm, {}) if key[0] in ("ServiceMonitor", "PodMonitor")]
+
+
+def test_cert_manager_certificate_serves_both_listeners(helm: Helm) -> None:
+    objects = render(helm, {"certManager.enabled": "true", "scaler.grpc.tls.requireClientCert": "true"})
+    certificate = objects["Certificate", "presage-scaler"]["spec"]
+    assert certificate["secretName"] == "presage-scaler-tls"
+    assert certificate["dnsNames"] == [
+        "presage-scaler",
+        "presage-scaler.presage-system",
+        "presage-scaler.presage-system.svc",
+        "presage-scaler.presage-system.svc.cluster.local",
+    ]
+    # No issuer given: a self-signed CA of the release's own signs it.
+    assert certificate["issuerRef"] == {"name": "presage-scaler-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert objects["Issuer", "presage-scaler-ca"]["spec"] == {"ca": {"secretName": "presage-scaler-ca"}}
+    assert objects["Certificate", "presage-scaler-ca"]["spec"]["isCA"] is True
+    pod = scaler_pod(list(objects.values()))
+    [container] = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    for path in (args.grpc_tls_cert, args.grpc_tls_key, args.http_tls_cert, args.http_tls_key, args.grpc_client_ca):
+        assert mounted_secret(pod, container, str(path))[0] == "presage-scaler-tls", path
+    # An issuer of your own: only the serving certificate; a listener's own Secret wins; one listener only.
+    own = render(
+        helm,
+        {
+            "certManager.enabled": "true",
+            "certManager.issuer.name": "letsencrypt",
+            "certManager.issuer.kind": "ClusterIssuer",
+            "certManager.http": "false",
+        },
+    )
+    assert [key for key in own if key[0] in ("Certificate", "Issuer")] == [("Certificate", "presage-scaler")]
+    assert own["Certificate", "presage-scaler"]["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+    [plain] = scaler_pod(list(own.values()))["containers"]
+    assert build_parser().parse_args(plain["args"]).http_tls_cert is None
+    mixed = render(helm, {"certManager.enabled": "true", "scaler.grpc.tls.secretName": "mine"})
+    pod = scaler_pod(list(mixed.values()))
+    [container] = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert mounted_secret(pod, container, str(args.grpc_tls_cert))[0] == "mine"
+    assert mounted_secret(pod, container, str(args.http_tls_cert))[0] == "presage-scaler-tls"
+
+
+def test_crds_are_templates_kept_on_uninstall(helm: Helm) -> None:
+    """The CRDs render from templates (so helm upgrade upgrades them) with crds/'s schema, kept on
+    uninstall unless crds.keep is false, and not at all with crds.install false."""
+    objects = render(helm, {})
+    for name in PRESAGE_CRDS:
+        crd = objects["CustomResourceDefinition", name]
+        [file] = [f for f in (REPO / "crds").iterdir() if yaml.safe_load(f.read_text())["metadata"]["name"] == name]
+        assert crd["spec"] == yaml.safe_load(file.read_text())["spec"]
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert (
+        "annotations"
+        not in render(helm, {"crds.keep": "false"})["CustomResourceDefinition", PRESAGE_CRDS[0]]["metadata"]
+    )
+    assert not [key for key in render(helm, {"crds.install": "false"}) if key[0] == "CustomResourceDefinition"]
 
 
 def test_shards_reach_presage_run_with_the_leases_they_need(helm: Helm) -> None:
@@ -199,34 +437,36 @@ def test_forecaster_is_optional(helm: Helm) -> None:
     assert not [key for key in render(helm, {}) if "forecaster" in key[1]]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_rendered_objects_pass_the_api_servers_validation(
-    chart_cluster: tuple[KubeControlPlane, Helm], variant: str
-) -> None:
+def test_rendered_objects_pass_the_api_servers_validation(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
     plane, helm = chart_cluster
-    plane.kubectl("apply", "--server-side", "-f", str(CHART / "crds"))  # a dry run cannot create a kind
-    if plane.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
-        plane.kubectl("create", "namespace", NAMESPACE)
-    objects = render(helm, VARIANTS[variant])
-    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects.values())})
-    result = plane.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=body, check=False)
-    assert result.returncode == 0, result.stderr
+    plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))  # a dry run cannot create a kind
+    plane.kubectl("create", "namespace", NAMESPACE)
+    for variant in VARIANTS.values():
+        objects = render(helm, variant)
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects.values())})
+        result = plane.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=body, check=False)
+        assert result.returncode == 0, result.stderr
+
+
+def install(helm: Helm, *flags: str) -> str:
+    """helm install the chart as ``presage`` in presage-system; its NOTES."""
+    return helm("install", "presage", str(CHART), f"--namespace={NAMESPACE}", "--create-namespace", *flags).stdout
 
 
 def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
     plane, helm = chart_cluster
-
-    def get(kind: str, name: str) -> dict[str, Any] | None:
-        result = plane.kubectl("get", kind, name, f"--namespace={NAMESPACE}", "-o", "json", check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
-
-    helm("install", "presage", str(CHART), f"--namespace={NAMESPACE}", "--create-namespace")
-    for crd in ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh"):
+    install(helm)
+    for crd in PRESAGE_CRDS:
         plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
-    assert get("forecastbackend", "default")["spec"]["seasonalNaive"] == {"season": "168h", "cycles": 3}
-    assert get("deployment", "presage-scaler")["spec"]["replicas"] == 2
-    assert get("clusterrole", "presage-scaler") is not None
-    assert admitted(get("networkpolicy", "presage-scaler"))["grpc"] == {"keda"}
+        assert owner(get(plane, "crd", crd)) == RELEASE_OWNED, crd  # the release's: upgraded with it
+    # Applied by a hook once the CRDs exist, marked as the release's.
+    backend = get(plane, "forecastbackend", "default")
+    assert backend["spec"]["seasonalNaive"] == {"season": "168h", "cycles": 3}
+    assert owner(backend) == RELEASE_OWNED
+    assert get(plane, "deployment", "presage-scaler")["spec"]["replicas"] == 2
+    assert get(plane, "poddisruptionbudget", "presage-scaler")["spec"]["minAvailable"] == 1
+    assert get(plane, "clusterrole", "presage-scaler") is not None
+    assert admitted(get(plane, "networkpolicy", "presage-scaler"))["grpc"] == {"keda"}
 
     helm(
         "upgrade",
@@ -235,9 +475,19 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
         f"--namespace={NAMESPACE}",
         "--set=networkPolicy.kedaNamespace=keda-system",
         "--set=scaler.replicas=3",
+        "--set=defaultForecastBackend.seasonalNaive.cycles=4",
+        "--set=metrics.serviceMonitor.enabled=true",
+        "--set=metrics.podMonitor.enabled=true",
+        "--set=certManager.enabled=true",
     )
-    assert admitted(get("networkpolicy", "presage-scaler"))["grpc"] == {"keda-system"}
-    assert get("deployment", "presage-scaler")["spec"]["replicas"] == 3
+    assert admitted(get(plane, "networkpolicy", "presage-scaler"))["grpc"] == {"keda-system"}
+    assert get(plane, "deployment", "presage-scaler")["spec"]["replicas"] == 3
+    upgraded = get(plane, "forecastbackend", "default")
+    assert upgraded["spec"]["seasonalNaive"]["cycles"] == 4
+    # Updated in place, never deleted and created again: scalers never find it missing.
+    assert upgraded["metadata"]["uid"] == backend["metadata"]["uid"]
+    for kind in ("servicemonitor", "podmonitor", "certificate"):
+        assert get(plane, kind, "presage-scaler") is not None, kind
     history = json.loads(helm("history", "presage", f"--namespace={NAMESPACE}", "-o", "json").stdout)
     assert [(r["revision"], r["status"]) for r in history] == [(1, "superseded"), (2, "deployed")]
 
@@ -247,8 +497,81 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
         ("service", "presage-scaler"),
         ("clusterrole", "presage-scaler"),
         ("networkpolicy", "presage-scaler"),
-        ("forecastbackend", "default"),
+        ("poddisruptionbudget", "presage-scaler"),
+        ("servicemonitor", "presage-scaler"),
+        ("certificate", "presage-scaler"),
     ]:
-        assert get(kind, name) is None, f"{kind}/{name} survived helm uninstall"
-    # Helm never deletes the CRDs it installed from crds/ (that would delete every PredictiveScaler).
-    assert plane.kubectl("get", "crd", "predictivescalers.scaling.presage.sh", check=False).returncode == 0
+        assert get(plane, kind, name) is None, f"{kind}/{name} survived helm uninstall"
+    # Kept: the CRDs (deleting them would delete every PredictiveScaler) and, with them, the backend.
+    for crd in PRESAGE_CRDS:
+        assert get(plane, "crd", crd) is not None, crd
+    assert get(plane, "forecastbackend", "default") is not None
+
+
+def test_helm_takes_over_a_kustomize_install(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
+    """kubectl apply -f crds/ and -k manifests/, then helm install: the release adopts every object the
+    kustomize install created (they carry the ownership Helm checks) and leaves kubectl's CRDs to it."""
+    plane, helm = chart_cluster
+    plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    for crd in PRESAGE_CRDS:
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    plane.kubectl("apply", "-k", str(REPO / "manifests"))
+    assert owner(get(plane, "forecastbackend", "default")) == RELEASE_OWNED
+
+    notes = install(helm)
+    for kind, name in [
+        ("deployment", "presage-scaler"),
+        ("serviceaccount", "presage-scaler"),
+        ("clusterrole", "presage-scaler"),
+        ("poddisruptionbudget", "presage-scaler"),
+    ]:
+        assert helm("get", "manifest", "presage", f"--namespace={NAMESPACE}").stdout.count(f"name: {name}"), name
+        assert owner(get(plane, kind, name)) == RELEASE_OWNED, kind
+    for crd in PRESAGE_CRDS:
+        assert f"The CRD {crd} was installed by something other than this release" in notes
+    # kubectl still co-owns the fields it applied: the first upgrade that changes one takes them over.
+    upgrade = ("upgrade", "presage", str(CHART), f"--namespace={NAMESPACE}")
+    conflict = helm(*upgrade, "--set=scaler.replicas=3", check=False)
+    assert conflict.returncode != 0 and 'conflict with "kubectl-client-side-apply"' in conflict.stderr
+    helm(*upgrade, "--set=scaler.replicas=3", "--force-conflicts")
+    assert get(plane, "deployment", "presage-scaler")["spec"]["replicas"] == 3
+    helm(*upgrade, "--set=scaler.replicas=4")
+    assert get(plane, "deployment", "presage-scaler")["spec"]["replicas"] == 4
+    helm("uninstall", "presage", f"--namespace={NAMESPACE}", "--wait")
+    assert get(plane, "deployment", "presage-scaler") is None
+    assert all(get(plane, "crd", crd) is not None for crd in PRESAGE_CRDS)  # kubectl's, not the release's
+
+
+def test_a_default_backend_of_your_own_is_left_alone(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
+    plane, helm = chart_cluster
+    plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    for crd in PRESAGE_CRDS:
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    mine = {
+        "apiVersion": "scaling.presage.sh/v1alpha1",
+        "kind": "ForecastBackend",
+        "metadata": {"name": "default"},
+        "spec": {"type": "SeasonalNaive", "seasonalNaive": {"season": "24h", "cycles": 7}},
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(mine))
+    notes = install(helm)
+    assert "A ForecastBackend named default exists already and is not this release's" in notes
+    assert get(plane, "forecastbackend", "default")["spec"]["seasonalNaive"] == {"season": "24h", "cycles": 7}
+
+
+def test_crd_switches(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
+    """crds.install false: the release holds no CRD (they were applied apart, as that value asks);
+    crds.keep false: helm uninstall deletes the CRDs it installed."""
+    plane, helm = chart_cluster
+    plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    install(helm, "--set=crds.install=false")
+    assert "CustomResourceDefinition" not in helm("get", "manifest", "presage", f"--namespace={NAMESPACE}").stdout
+    assert owner(get(plane, "forecastbackend", "default")) == RELEASE_OWNED
+    helm("uninstall", "presage", f"--namespace={NAMESPACE}", "--wait")
+    assert all(get(plane, "crd", crd) is not None for crd in PRESAGE_CRDS)
+
+    plane.kubectl("delete", "-f", str(REPO / "crds"), "--wait")
+    install(helm, "--set=crds.keep=false")
+    assert all(owner(get(plane, "crd", crd)) == RELEASE_OWNED for crd in PRESAGE_CRDS)
+    helm("uninstall", "presage", f"--namespace={NAMESPACE}", "--wait")
+    plane.kubectl("wait", "--for=delete", *(f"crd/{crd}" for crd in PRESAGE_CRDS), "--timeout=60s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -116,11 +117,157 @@ def test_backend_rules_and_printer_columns(crds_installed, kube_namespace):
     good = {**bad, "metadata": {"name": "default-test"}, "spec": {}}
     crds_installed.kubectl("apply", "-f", "-", input=json.dumps(good))
     table = crds_installed.kubectl("get", "forecastbackends", "default-test").stdout
-    assert table.split("\n")[0].split() == ["NAME", "TYPE", "MODEL", "READY", "AGE"]
+    assert table.split("\n")[0].split() == ["NAME", "TYPE", "MODEL", "READY", "REASON", "AGE"]
     assert "SeasonalNaive" in table
-    apply(crds_installed, kube_namespace, SCALER)
-    header = crds_installed.kubectl("get", "ps", "-n", kube_namespace).stdout.split("\n")[0].split()
-    assert header == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING", "CONSTRAINT", "AGE"]
+
+
+def condition(type_: str, status: str, reason: str) -> dict:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": "",
+        "lastTransitionTime": "2026-12-01T09:00:00Z",
+    }
+
+
+def set_status(plane, kind: str, name: str, status: dict, namespace: str | None = None) -> None:
+    """Write ``status`` through the status subresource, as presage does."""
+    where = ["-n", namespace] if namespace else []
+    body = json.dumps({"status": status})
+    plane.kubectl("patch", kind, name, *where, "--subresource=status", "--type=merge", "-p", body)
+
+
+def table(plane, *args: str) -> list[dict[str, str]]:
+    """``kubectl get`` rows as column -> cell ("" where kubectl prints nothing), read by the header's
+    column positions."""
+    output = plane.kubectl("get", *args).stdout
+    print(output)  # for whoever reads the test's log
+    header, *rows = output.rstrip("\n").split("\n")
+    starts = [match.start() for match in re.finditer(r"\S+", header)]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [{header[a:b].strip(): row[a:b].strip() for a, b in bounds} for row in rows]
+
+
+def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namespace):
+    """The default columns of `kubectl get ps` show readiness and, beside it, why the last evaluation
+    failed; -o wide adds what is served and where a healthy count came from."""
+    plane = crds_installed
+    for name in ("checkout", "cart", "search"):
+        apply(plane, kube_namespace, {**SCALER, "metadata": {"name": name}})
+    forecast = {"backend": "default", "generatedAt": "2026-12-01T09:00:00Z", "leadTimeSeconds": 120, "point": "274.3"}
+    healthy = {
+        "currentReplicas": 6,
+        "recommendedReplicas": 7,
+        "lastForecast": forecast,
+        "breakdown": {"predictive": 6, "reactive": 7, "bindingSignal": "default", "constraint": "ReactiveFloor"},
+    }
+    set_status(
+        plane,
+        "ps",
+        "checkout",
+        {
+            **healthy,
+            "conditions": [
+                condition("Ready", "True", "Recommended"),
+                condition("Degraded", "False", "EvaluationSucceeded"),
+            ],
+        },
+        kube_namespace,
+    )
+    held = [
+        condition("Ready", "True", "LastRecommendationHeld"),
+        condition("Degraded", "True", "PrometheusUnreachable"),
+    ]
+    set_status(plane, "ps", "cart", {**healthy, "conditions": held}, kube_namespace)
+    # Never evaluated successfully: no count, and the failure is the reason.
+    failed = [condition("Ready", "False", "NoRecommendation"), condition("Degraded", "True", "PrometheusUnreachable")]
+    set_status(plane, "ps", "search", {"currentReplicas": 3, "conditions": failed}, kube_namespace)
+
+    rows = {row["NAME"]: row for row in table(plane, "ps", "-n", kube_namespace)}
+    assert list(rows["checkout"]) == [
+        "NAME",
+        "MODE",
+        "TARGET",
+        "CURRENT",
+        "FORECAST",
+        "RECOMMENDED",
+        "READY",
+        "REASON",
+        "AGE",
+    ]
+    assert (rows["checkout"]["READY"], rows["checkout"]["REASON"]) == ("True", "EvaluationSucceeded")
+    assert (rows["cart"]["READY"], rows["cart"]["REASON"]) == ("True", "PrometheusUnreachable")
+    assert (rows["search"]["READY"], rows["search"]["REASON"]) == ("False", "PrometheusUnreachable")
+    assert (rows["search"]["FORECAST"], rows["search"]["RECOMMENDED"]) == ("", "")
+    wide = {
+        row["NAME"]: row for row in table(plane, "ps", "-n", kube_namespace, "-o", "wide") if row["NAME"] != "search"
+    }
+    assert wide["checkout"] | {"AGE": ""} == {
+        "NAME": "checkout",
+        "MODE": "Shadow",
+        "TARGET": "web",
+        "CURRENT": "6",
+        "FORECAST": "274.3",
+        "RECOMMENDED": "7",
+        "BINDING": "default",
+        "CONSTRAINT": "ReactiveFloor",
+        "READY": "True",
+        "SERVING": "Recommended",
+        "REASON": "EvaluationSucceeded",
+        "AGE": "",
+    }
+    assert wide["cart"]["SERVING"] == "LastRecommendationHeld"
+
+
+def test_get_says_why_a_backend_is_not_ready(crds_installed):
+    backend = {
+        **BACKEND,
+        "metadata": {"name": "tfm-down"},
+        "spec": {"type": "TimesFM", "timesFM": {"endpoint": "http://f:8080"}},
+    }
+    crds_installed.kubectl("apply", "-f", "-", input=json.dumps(backend))
+    conditions = [
+        condition("Ready", "False", "BackendUnreachable"),
+        condition("Degraded", "True", "BackendUnreachable"),
+    ]
+    set_status(crds_installed, "fb", "tfm-down", {"conditions": conditions, "lastProbeTime": "2026-12-01T09:00:00Z"})
+    [row] = [r for r in table(crds_installed, "fb", "-o", "wide") if r["NAME"] == "tfm-down"]
+    assert (row["TYPE"], row["READY"], row["REASON"]) == ("TimesFM", "False", "BackendUnreachable")
+    assert "PROBED" in row
+
+
+def object_paths(schema: dict, path: str) -> list[str]:
+    """The explain path of every object in a CRD schema (list items are explained through their field)."""
+    node = schema.get("items", schema)
+    paths = [path] if "properties" in node else []
+    for name, child in node.get("properties", {}).items():
+        if name != "metadata":
+            paths += object_paths(child, f"{path}.{name}")
+    return paths
+
+
+@pytest.mark.parametrize("plural", ["predictivescalers", "forecastbackends"])
+def test_explain_describes_every_field_and_its_default(crds_installed, plural):
+    """kubectl explain on every object of both kinds: no field without a description, and each default
+    stated (explain itself shows none)."""
+    [document] = [yaml.safe_load(p.read_text()) for p in (REPO / "crds").glob(f"*_{plural}.yaml")]
+    root = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kind = document["spec"]["names"]["singular"]
+    paths = object_paths(root, kind)
+    assert len(paths) > 5
+    undescribed = []
+    for path in paths:
+        out = crds_installed.kubectl("explain", path).stdout
+        if "<no description>" in out or "<empty>" in out:
+            undescribed.append(path)
+    assert not undescribed, undescribed
+    recursive = crds_installed.kubectl("explain", kind, "--recursive").stdout
+    assert "<no description>" not in recursive and "<empty>" not in recursive
+    if plural == "predictivescalers":
+        policy = crds_installed.kubectl("explain", "predictivescaler.spec.policy").stdout
+        assert "Default: 10%." in " ".join(policy.split())  # headroom
+        assert "MaxReplicas is the most replicas presage recommends" in " ".join(policy.split())
 
 
 BACKEND = {"apiVersion": "scaling.presage.sh/v1alpha1", "kind": "ForecastBackend", "metadata": {"name": "weekly"}}
