@@ -121,8 +121,8 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
 
     columns = cluster.kubectl("get", "predictivescalers", "-n", kube_namespace).stdout
     header, row = columns.splitlines()[:2]
-    assert header.split()[:7] == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "BINDING"]
-    assert row.split()[:6] == ["web", "Shadow", "web", "3", row.split()[4], "40"]
+    assert header.split()[:8] == ["NAME", "MODE", "TARGET", "CURRENT", "FORECAST", "RECOMMENDED", "READY", "REASON"]
+    assert row.split()[:8] == ["web", "Shadow", "web", "3", row.split()[4], "40", "True", "EvaluationSucceeded"]
 
 
 async def test_unchanged_statuses_are_held_for_the_next_evaluation_and_changes_written_at_once(
