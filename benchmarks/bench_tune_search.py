@@ -1,115 +1,155 @@
-"""What ``presage tune``'s search misses, and how much its choice can be trusted, on a short trace.
+"""Whether ``presage tune``'s search finds the in-sample optimum of its space on production's numbers,
+and how its choice rule compares held out with rules that prefer margin or fewer changes.
 
-Run: ``.venv/bin/python benchmarks/bench_tune_search.py [TRACES_DIR] [--only NAME ...] [--jobs N]`` (default: the
-ELB trace, whose choice is made on two days; every candidate of a trace is replayed, so a 16-day
-one-minute trace takes about half an hour). Per trace, set up as ``benchmarks/bench_tune.py`` sets
-it up, it tunes twice: with the coordinate descent ``presage tune`` uses, and with every candidate of
-the same space (every shape at every targetQuantile). It writes ``benchmarks/results/bench_tune_search.md``
-(``--check`` verifies it) with, per trace,
+Run: ``.venv/bin/python benchmarks/bench_tune_search.py [TRACES_DIR] [--only NAME ...] [--jobs N]``
+(default: every shared trace; about 15 minutes on 2 cores). Per trace, set up as
+``benchmarks/bench_tune.py`` sets it up, it tunes once, and writes
+``benchmarks/results/bench_tune_search.md`` (``--check`` verifies it) with one line per trace and the
+detail below it:
 
-- how much dearer in-sample the descent's choice is than the cheapest candidate meeting the service
-  level in-sample (0 % when the descent finds it), and how many candidates each replayed;
-- the *near-optimal* candidates: those meeting the service level in-sample within ALIKE (5 %) of the
-  cheapest's replica-hours (one per outcome; ``presage tune`` reports the same of the candidates its
-  search replayed), which the part chosen on cannot tell apart, with the spread of their
-  held-out figures and how many of them meet ``bench_tune.py``'s goals for the trace. That spread is
-  what the choice of one of them is uncertain by, whatever search makes it.
+- the **in-sample gap**: how much dearer in-sample the choice is than the cheapest candidate of the
+  whole space meeting the service level in-sample (0 % unless the starting spec was kept, which it
+  is only within ALIKE of the cheapest), with how many candidates were replayed;
+- **production's numbers**: the chosen, the cheapest and two other candidates replayed again one by
+  one through ``presage backtest``'s own decision path (forecasts included), whose figures must equal
+  those the choice was made on;
+- the candidates **alike** in-sample (within ALIKE of the chosen one's replica-hours, one per
+  outcome): how many missed the service level held out, which the part chosen on could not foresee;
+- each **rule** among the candidates meeting the level in-sample within ALIKE of the cheapest —
+  tune's (the cheapest, the starting spec kept within ALIKE), the fewest changes from the starting
+  spec, the most margin below the level — by its held-out regret (its held-out replica-hours ÷ those
+  of the cheapest candidate meeting the level held out, in hindsight) and whether it met the level
+  held out; with the geometric mean of each rule's regret over the traces.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import math
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import bench_backtest
 import bench_tune
+import numpy as np
 import results
 
-from presage_scaler.backtest.trace import load_csv
-from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.output import spread
-from presage_scaler.tune.search import Dimension, Evaluate, Progress, Slo, rank
-from presage_scaler.tune.tuner import ALIKE, TuneResult
+from presage_scaler.backtest.config import make_backend
+from presage_scaler.backtest.runner import Setup, plan, run_presage
+from presage_scaler.backtest.trace import Trace, load_csv
+from presage_scaler.tune.held_out import misses
+from presage_scaler.tune.search import ALIKE, Figures, changes, rank
+from presage_scaler.tune.tuner import Outcome, Trial, TuneResult, outcome
 
-DEFAULT_TRACES = ("nab_elb_request_count_5m",)
-
-
-def every_candidate(
-    start: Knobs,
-    dial: Sequence[float],
-    dimensions: Sequence[Dimension],
-    evaluate: Evaluate,
-    slo: Slo,
-    progress: Progress | None = None,
-) -> Knobs:
-    """A :data:`presage_scaler.tune.search.Searcher` that replays the whole space and returns its
-    best, ranked as the search ranks."""
-    shapes = list(itertools.product(*(dimension.values for dimension in dimensions)))
-    ranked = {}
-    for done, values in enumerate(shapes, start=1):
-        shape = start
-        for dimension, value in zip(dimensions, values, strict=True):
-            shape = dimension.set(shape, value)
-        for quantile in dial:
-            knobs = replace(shape, target_quantile=quantile)
-            ranked[knobs] = rank(evaluate(knobs), slo)
-        if progress is not None:
-            progress("every candidate", done, len(shapes))
-    return min(ranked, key=ranked.__getitem__)
+Rule = Callable[[TuneResult], Trial]
 
 
-def report(name: str, descent: TuneResult, whole: TuneResult) -> list[str]:
-    if not whole.met:
-        return [f"- {name}: no candidate meets the service level in-sample"]
-    best = whole.chosen
-    gap = descent.chosen.in_sample.replica_hours / best.in_sample.replica_hours - 1
-    near = whole.alike
-    limit = bench_tune.COST_LIMITS.get(name)
-    meeting = [t for t in near if bench_tune.meets_goals(name, t.held_out)]
-    goals = f"≤ {bench_tune.UNDER_LIMIT_PCT:g} % short" + ("" if limit is None else f" and ≤ {limit:g}×")
+def _band(result: TuneResult) -> list[Trial]:
+    """The candidates meeting the service level in-sample within ALIKE of the cheapest that does."""
+    meeting = [t for t in result.trials if result.slo.met(t.in_sample)]
+    if not meeting:
+        return [min(result.trials, key=lambda t: rank(t.in_sample, result.slo))]
+    cheapest = min(t.in_sample.replica_hours for t in meeting)
+    return [t for t in meeting if t.in_sample.replica_hours <= cheapest * (1 + ALIKE)]
+
+
+def _bound(figures: Figures) -> float:
+    recent = figures.recent.under_bound_pct if figures.recent is not None else 0.0
+    return max(figures.under_bound_pct, recent)
+
+
+RULES: dict[str, Rule] = {
+    "tune's (the cheapest)": lambda result: result.chosen,
+    "fewest changes": lambda result: min(
+        _band(result), key=lambda t: (changes(t.knobs, result.default.knobs), t.in_sample.replica_hours)
+    ),
+    "most margin": lambda result: min(_band(result), key=lambda t: (_bound(t.in_sample), t.in_sample.replica_hours)),
+}
+
+
+def reproduced(trace: Trace, result: TuneResult, trials: Sequence[Trial]) -> int:
+    """How many of ``trials`` have the same figures when replayed one by one through the backtest."""
+    same = 0
+    for trial in trials:
+        spec = trial.knobs.spec(result.base_wire)
+        backend = make_backend(trial.knobs.forecaster.backend_spec())
+        setup = Setup(spec=spec, backend=backend, boot_delay=result.plan.boot_delay, warmup=result.plan.warmup)
+        the_plan = plan(trace, setup)
+        simulation, _ = run_presage(the_plan)
+        same += outcome(the_plan, simulation, result.split, result.oracle) == Outcome(trial.in_sample, trial.held_out)
+    return same
+
+
+def report(name: str, trace: Trace, result: TuneResult, regrets: dict[str, list[float]]) -> list[str]:
+    meeting = [t for t in result.trials if result.slo.met(t.in_sample)]
+    hindsight = bench_tune.hindsight(result)
+    if not meeting:
+        return [f"- **{name}**: no candidate meets the service level in-sample ({len(result.trials)} replayed)"]
+    cheapest = min(meeting, key=lambda t: t.in_sample.replica_hours)
+    gap = result.chosen.in_sample.replica_hours / cheapest.in_sample.replica_hours - 1
+    rng = np.random.default_rng(0)
+    others = [meeting[i] for i in rng.choice(len(meeting), min(2, len(meeting)), replace=False)]
+    checked = list({t.knobs: t for t in (result.chosen, cheapest, *others)}.values())
+    same = reproduced(trace, result, checked)
+    alike = result.alike
+    missed = sum(misses(t.held_out, result.slo) for t in alike)
+    rules = []
+    for rule, choose in RULES.items():
+        trial = choose(result)
+        regret = trial.held_out.replica_hours / hindsight
+        regrets.setdefault(rule, []).append(regret)
+        met = "met" if not misses(trial.held_out, result.slo) else "MISSED"
+        rules.append(f"{rule} {regret:.3f} ({met})")
     return [
-        f"- **{name}**, {whole.split.describe()}:",
-        f"  - the search's choice: {descent.chosen.in_sample.cost_vs_oracle:.3f}× in-sample, "
-        f"{gap:+.1%} against the cheapest of every candidate ({best.in_sample.cost_vs_oracle:.3f}×); "
-        f"{len(descent.trials)} candidates replayed against {len(whole.trials)}",
-        f"  - {len(near)} candidates (distinct outcomes) meet the service level in-sample within {ALIKE:.0%} of the "
-        f"cheapest; held out they are {spread([t.held_out.under_pct for t in near], ' %', 2)} short at "
-        f"{spread([t.held_out.cost_vs_oracle for t in near], '×', 2)} the oracle",
-        f"  - {len(meeting)} of them ({len(meeting) / len(near):.0%}) meet the goals held out ({goals}); the "
-        f"search's choice: {descent.chosen.held_out.under_pct:.2f} % at {descent.chosen.held_out.cost_vs_oracle:.3f}×",
+        f"- **{name}**: in-sample gap {gap:+.1%} of {len(result.trials)} candidates; {same} of {len(checked)} "
+        f"re-replayed through the backtest agree; {missed} of {len(alike)} alike missed held out",
+        f"  - {result.split.describe()}",
+        f"  - the choice: {result.chosen.in_sample.cost_vs_oracle:.3f}× the oracle in-sample, the cheapest meeting "
+        f"the level {cheapest.in_sample.cost_vs_oracle:.3f}×",
+        f"  - held-out regret by rule: {'; '.join(rules)}",
     ]
 
 
-LAYOUT = results.Layout(script=Path(__file__), machine=(), sections=(results.Section("Traces"),))
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=(),
+    sections=(results.Section("Traces"), results.Section("Rules")),
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("traces", nargs="?", type=Path, default=bench_backtest.DEFAULT_TRACES)
-    parser.add_argument("--only", nargs="+", default=list(DEFAULT_TRACES), metavar="NAME", help="trace names")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="trace names (default: every shared trace)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes per tuning run")
     results.add_check_argument(parser)
     args = parser.parse_args()
     if args.check:
         return results.check(LAYOUT)
-    missing = [name for name in args.only if not (args.traces / f"{name}.csv").exists()]
-    if missing:
-        print(f"not in {args.traces}: {', '.join(missing)}", file=sys.stderr)
+    names = args.only or sorted(path.stem for path in args.traces.glob("*.csv"))
+    missing = [name for name in names if not (args.traces / f"{name}.csv").exists()]
+    if missing or not names:
+        print(f"not in {args.traces}: {', '.join(missing) or 'any trace'}", file=sys.stderr)
         return 2
-    lines = []
-    for name in args.only:
+    lines: list[str] = []
+    regrets: dict[str, list[float]] = {}
+    for name in names:
         trace = load_csv(args.traces / f"{name}.csv")
-        descent, whole = bench_tune.tuned(trace, args.jobs), bench_tune.tuned(trace, args.jobs, every_candidate)
-        reported = report(name, descent, whole)
-        print("\n".join(reported), flush=True)  # progress: a trace of one-minute steps takes half an hour
+        reported = report(name, trace, bench_tune.tuned(trace, args.jobs), regrets)
+        print("\n".join(reported), flush=True)
         lines += reported
-    results.write(LAYOUT, datetime.now(UTC), sys.argv[1:], (), {"Traces": lines})
+    rules = [
+        f"- {rule}: geometric mean {math.exp(sum(map(math.log, found)) / len(found)):.3f} over {len(found)} traces"
+        for rule, found in regrets.items()
+    ]
+    legend = (
+        f"Held-out regret of each rule among the candidates meeting the level in-sample within {ALIKE:.0%} of the "
+        "cheapest: its held-out replica-hours ÷ the cheapest candidate's meeting the level held out, in hindsight."
+    )
+    results.write(LAYOUT, datetime.now(UTC), sys.argv[1:], (), {"Traces": lines, "Rules": [legend, "", *rules]})
     return 0
 
 

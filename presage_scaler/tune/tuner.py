@@ -1,12 +1,15 @@
-"""A whole tuning run: plan, split, baselines, the search, and every candidate's figures.
+"""A whole tuning run: plan, split, baselines, every candidate's figures, and the choice.
 
 The trace is planned as ``presage backtest`` plans it (:func:`presage_scaler.backtest.runner.plan`),
-so the schedule, the warm-up, the boot delay and the oracle are the backtest's. Each candidate is
-replayed over the whole trace once; its in-sample figures go to the search, its held-out figures
-are kept aside and only read once the search has chosen (:mod:`presage_scaler.tune.search`).
+so the schedule, the warm-up, the boot delay and the oracle are the backtest's. Each forecaster
+setting of the space is forecast once (:mod:`presage_scaler.tune.prepared`), every candidate is
+replayed over the whole trace from those forecasts at once (:mod:`presage_scaler.tune.replay`), and
+its in-sample figures go to the choice (:mod:`presage_scaler.tune.search`); its held-out figures are
+kept aside for the report and the check.
 
-The other forecaster settings the search will try are forecast in worker processes while it works
-on the starting one (``jobs``); with one job everything runs in this process, with the same result.
+The forecaster settings besides the starting one are forecast in worker processes while this one
+forecasts the starting one (``jobs``); with one job everything runs in this process, with the same
+result.
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
-from presage_scaler.backtest.metrics import measure, shortfall
+from presage_scaler.backtest.metrics import measure as measure_simulation
+from presage_scaler.backtest.metrics import shortfall
+from presage_scaler.backtest.replay import CHUNK
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
-from presage_scaler.tune.prepared import Forecasts, Prepared, forecast, prepare
-from presage_scaler.tune.replay import replay
-from presage_scaler.tune.search import Figures, Searcher, Slo, search, spells
+from presage_scaler.tune.measure import Part, Served, measure
+from presage_scaler.tune.prepared import Forecasts, forecast, points_read, shared_decisions
+from presage_scaler.tune.replay import Decisions, in_force, ready, replay
+from presage_scaler.tune.search import ALIKE, Figures, Slo, choose, spells
 from presage_scaler.tune.space import space_for
 from presage_scaler.tune.split import Split, split
 
@@ -72,9 +78,14 @@ class Trial(Outcome):
     knobs: Knobs
 
 
-ALIKE = 0.05
-"""Candidates that met the service level in-sample for at most this share more replica-hours than the
-chosen one are reported beside it (:attr:`TuneResult.alike`)."""
+@dataclass(frozen=True)
+class OracleHours:
+    """The oracle's replica-hours over each part the figures are measured on."""
+
+    in_sample: float
+    held_out: float
+    recent: float | None
+    """Over the in-sample part's last RECENT; None when the part is no longer than that."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +98,15 @@ class TuneResult:
     base_wire: dict[str, Any]
     """The starting spec's wire form: the chosen spec is it with the chosen knobs set."""
     trials: tuple[Trial, ...]
-    """Every candidate replayed, in the order it was tried; the first is the starting spec."""
+    """Every candidate of the space, the starting spec first."""
     chosen: Trial
     reactive: Outcome
     """The reactive HPA's figures (with the starting spec's headroom)."""
+    oracle: OracleHours
     plan: Plan
     """The starting spec's plan (schedule, warm-up, boot delay, per-replica capacity)."""
     forecasts: int
-    """Forecasting passes made: one per forecaster setting tried."""
+    """Forecasting passes made: one per forecaster setting that reads the history differently."""
     held_out_capacity: dict[str, np.ndarray]
     """Ready capacity over the held-out part of the chosen spec, the starting spec and the reactive
     HPA (for the report)."""
@@ -133,7 +145,7 @@ class TuneResult:
 def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_hours: float) -> Figures:
     """The figures of steps ``[begin, end)``."""
     upto = Simulation(desired=simulation.desired[:end], ready=simulation.ready[:end], first=simulation.first)
-    metrics = measure(plan.trace.values[:end], upto, plan.per_replica, plan.trace.step, begin)
+    metrics = measure_simulation(plan.trace.values[:end], upto, plan.per_replica, plan.trace.step, begin)
     short = shortfall(plan.trace.values[begin:end], simulation.ready[begin:end], plan.per_replica) > 0
     return Figures(
         under_pct=metrics.under_provisioned_pct,
@@ -145,23 +157,14 @@ def _figures(plan: Plan, simulation: Simulation, begin: int, end: int, oracle_ho
     )
 
 
-@dataclass(frozen=True)
-class OracleHours:
-    """The oracle's replica-hours over each part the figures are measured on."""
-
-    in_sample: float
-    held_out: float
-    recent: float | None
-    """Over the in-sample part's last RECENT; None when the part is no longer than that."""
-
-
-def _in_sample(plan: Plan, simulation: Simulation, parts: Split, oracle: OracleHours) -> Figures:
-    """The in-sample figures, with those of its last RECENT when it is longer than that."""
-    figures = _figures(plan, simulation, parts.report_from, parts.held_out_from, oracle.in_sample)
-    if parts.recent_from is None or oracle.recent is None:
-        return figures
-    recent = _figures(plan, simulation, parts.recent_from, parts.held_out_from, oracle.recent)
-    return replace(figures, recent=recent)
+def outcome(plan: Plan, simulation: Simulation, parts: Split, oracle: OracleHours) -> Outcome:
+    """A simulated policy's figures on both parts: in-sample with those of its last RECENT when it is
+    longer than that (as a candidate's are measured), and held out."""
+    in_sample = _figures(plan, simulation, parts.report_from, parts.held_out_from, oracle.in_sample)
+    if parts.recent_from is not None and oracle.recent is not None:
+        recent = _figures(plan, simulation, parts.recent_from, parts.held_out_from, oracle.recent)
+        in_sample = replace(in_sample, recent=recent)
+    return Outcome(in_sample, _figures(plan, simulation, parts.held_out_from, parts.end, oracle.held_out))
 
 
 def _plan(
@@ -186,12 +189,13 @@ def _forecast_elsewhere(
     boot_delay: timedelta | None,
     warmup: timedelta,
     levels: Sequence[float],
+    skip: int,
 ) -> Forecasts:
     """:func:`forecast` in a worker process: wire forms and plain values travel, the models are
     parsed again there."""
     spec = parse(PredictiveScalerSpec, spec_wire, path="spec")
     backend = parse(ForecastBackendSpec, backend_wire, path="spec")
-    return forecast(plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup)), levels)
+    return forecast(plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup)), levels, skip)
 
 
 def _plain(span: timedelta) -> timedelta:
@@ -199,70 +203,73 @@ def _plain(span: timedelta) -> timedelta:
     return timedelta(span.days, span.seconds, span.microseconds)
 
 
-@dataclass
-class _Candidates:
-    """Replays candidates, forecasting each forecaster setting once, and keeps every trial."""
+@dataclass(frozen=True)
+class _Pass:
+    """One forecaster setting's forecasting pass: its decisions from the ``skip``-th on; the earlier
+    ones are ``reuse``'s, an earlier setting that differs only in a history none of them has outgrown."""
 
-    trace: Trace
-    setup: TuneSetup
-    base_wire: dict[str, Any]
-    parts: Split
-    oracle: OracleHours
-    levels: Sequence[float]
-    progress: Progress | None
-    pending: dict[ForecasterKnobs, Future[Forecasts]] = field(default_factory=dict)
-    trials: dict[Knobs, Trial] = field(default_factory=dict)
-    prepared: dict[ForecasterKnobs, Prepared] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=lambda: {"forecasting": 0.0, "replaying": 0.0})
+    forecaster: ForecasterKnobs
+    spec_wire: dict[str, Any]
+    plan: Plan
+    skip: int = 0
+    reuse: ForecasterKnobs | None = None
 
-    def start(self, pool: ProcessPoolExecutor, forecasters: Sequence[ForecasterKnobs], template: Knobs) -> None:
-        """Forecast ``forecasters`` in ``pool`` while this process goes on."""
-        trace = replace(self.trace, step=_plain(self.trace.step))
-        boot_delay = None if self.setup.boot_delay is None else _plain(self.setup.boot_delay)
-        for forecaster in forecasters:
-            self.pending[forecaster] = pool.submit(
-                _forecast_elsewhere,
-                trace,
-                replace(template, forecaster=forecaster).spec_wire(self.base_wire),
-                forecaster.backend_wire(),
-                boot_delay,
-                _plain(self.setup.warmup),
-                tuple(self.levels),
-            )
 
-    def _prepared(self, knobs: Knobs) -> Prepared:
-        forecaster = knobs.forecaster
-        if forecaster not in self.prepared:
-            began = time.perf_counter()
-            the_plan = _plan(self.trace, knobs.spec(self.base_wire), self.setup, forecaster.backend_spec())
-            if forecaster in self.pending:
-                numbers = self.pending.pop(forecaster).result()
+def _passes(
+    trace: Trace, setup: TuneSetup, start: Knobs, base_wire: dict[str, Any], forecasters: Sequence[ForecasterKnobs]
+) -> list[_Pass]:
+    passes: list[_Pass] = []
+    for forecaster in forecasters:
+        wire = replace(start, forecaster=forecaster).spec_wire(base_wire)
+        the_plan = _plan(trace, parse(PredictiveScalerSpec, wire, path="spec"), setup, forecaster.backend_spec())
+        found = _Pass(forecaster, wire, the_plan)
+        total = len(the_plan.schedule.decisions(len(trace)))
+        for earlier in passes:
+            if (earlier.forecaster.season, earlier.forecaster.cycles) != (forecaster.season, forecaster.cycles):
+                continue
+            shared = shared_decisions(the_plan, points_read(the_plan), points_read(earlier.plan))
+            # The feed forecasts its decisions in chunks that must be the same as the whole run's: a
+            # chunk's numbers depend on the order of additions over its members' histories.
+            skip = shared if shared == total else shared // CHUNK * CHUNK
+            if skip > found.skip:
+                found = replace(found, skip=skip, reuse=earlier.forecaster)
+        passes.append(found)
+    return passes
+
+
+def _forecast(
+    trace: Trace, setup: TuneSetup, passes: Sequence[_Pass], levels: Sequence[float], progress: Progress | None
+) -> dict[ForecasterKnobs, Forecasts]:
+    """Every pass's forecasts, the first in this process and the others in ``setup.jobs - 1`` workers."""
+    made: dict[ForecasterKnobs, Forecasts] = {}
+    pending: dict[ForecasterKnobs, Future[Forecasts]] = {}
+    workers = min(len(passes) - 1, setup.jobs - 1)
+    with contextlib.ExitStack() as stack:
+        if workers > 0:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            stack.callback(pool.shutdown, cancel_futures=True)
+            plain = replace(trace, step=_plain(trace.step))
+            boot_delay = None if setup.boot_delay is None else _plain(setup.boot_delay)
+            for later in passes[1:]:
+                pending[later.forecaster] = pool.submit(
+                    _forecast_elsewhere,
+                    plain,
+                    later.spec_wire,
+                    later.forecaster.backend_wire(),
+                    boot_delay,
+                    _plain(setup.warmup),
+                    tuple(levels),
+                    later.skip,
+                )
+        for each in passes:
+            if each.forecaster in pending:
+                numbers = pending.pop(each.forecaster).result()
             else:
-                decisions = len(the_plan.schedule.decisions(len(self.trace)))
-                report = None if self.progress is None else _reporter(self.progress, forecaster.label, decisions)
-                numbers = forecast(the_plan, self.levels, report)
-            self.prepared[forecaster] = prepare(the_plan, numbers)
-            self.seconds["forecasting"] += time.perf_counter() - began
-        return self.prepared[forecaster]
-
-    def simulation(self, knobs: Knobs) -> Simulation:
-        """Replay ``knobs`` over the whole trace."""
-        simulation, _ = replay(self._prepared(knobs), knobs.spec(self.base_wire))
-        return simulation
-
-    def in_sample(self, knobs: Knobs) -> Figures:
-        """Replay ``knobs``; the search sees only the in-sample figures."""
-        prepared = self._prepared(knobs)
-        began = time.perf_counter()
-        simulation = self.simulation(knobs)
-        parts, the_plan = self.parts, prepared.plan
-        self.trials[knobs] = Trial(
-            knobs=knobs,
-            in_sample=_in_sample(the_plan, simulation, parts, self.oracle),
-            held_out=_figures(the_plan, simulation, parts.held_out_from, parts.end, self.oracle.held_out),
-        )
-        self.seconds["replaying"] += time.perf_counter() - began
-        return self.trials[knobs].in_sample
+                total = len(each.plan.schedule.decisions(len(trace))) - each.skip
+                report = None if progress is None else _reporter(progress, each.forecaster.label, total)
+                numbers = forecast(each.plan, levels, each.skip, report)
+            made[each.forecaster] = numbers if each.reuse is None else made[each.reuse].head(each.skip).then(numbers)
+    return made
 
 
 def _reporter(progress: Progress, label: str, total: int) -> Callable[[int], None]:
@@ -273,10 +280,10 @@ def _prefix(trace: Trace, steps: int) -> Trace:
     return replace(trace, values=trace.values[:steps], gaps=trace.gaps[:steps])
 
 
-def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None, searcher: Searcher = search) -> TuneResult:
-    """Search the knobs (:mod:`presage_scaler.tune.space`) for the cheapest spec meeting ``setup.slo``
-    in-sample, and report every candidate on both parts. ``searcher`` is what moves through the space
-    (a benchmark swaps in an exhaustive one to measure what the search misses).
+def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> TuneResult:
+    """Replay every candidate of the space (:mod:`presage_scaler.tune.space`), choose one from their
+    in-sample figures (:func:`presage_scaler.tune.search.choose`), and report every candidate on both
+    parts.
 
     Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from
     the trace (maxReplicas) and the oracle the in-sample cost is measured against see only the trace
@@ -293,7 +300,7 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None, searc
     before = _prefix(trace, parts.held_out_from)
     spec = scaler_spec(before, setup.spec, setup.overrides)
     base_plan = _plan(trace, spec, setup)
-    base = knobs_of(spec, setup.backend)
+    start = knobs_of(spec, setup.backend)
     base_wire = spec.to_wire()
     before_plan = _plan(before, spec, setup)
     oracle_before = run_oracle(before_plan)
@@ -305,36 +312,59 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None, searc
         else _figures(before_plan, oracle_before, parts.recent_from, parts.held_out_from, 1.0).replica_hours,
     )
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
-    space = space_for(base, spec, trace)
-    candidates = _Candidates(trace, setup, base_wire, parts, hours, space.dial, progress)
-    others = [f for f in space.forecasters if f != base.forecaster]
-    workers = min(len(others), setup.jobs - 1)
-    with contextlib.ExitStack() as stack:
-        if workers > 0:
-            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-            stack.callback(pool.shutdown, cancel_futures=True)
-            candidates.start(pool, others, base)
-        chosen = searcher(base, space.dial, space.dimensions, candidates.in_sample, setup.slo, progress)
-    held_out = slice(parts.held_out_from, parts.end)
+    space = space_for(start, base_plan)
+    candidates = space.candidates(start)
+    passes = _passes(trace, setup, start, base_wire, space.forecasters)
+    forecasts = _forecast(trace, setup, passes, space.dial, progress)
+    seconds = {"forecasting": time.perf_counter() - began}
+
+    replaying = time.perf_counter()
+    schedule = base_plan.schedule
+    steps = schedule.decisions(len(trace))
+    decisions = Decisions(
+        steps, base_plan.observed[np.asarray(steps)], base_plan.per_replica, trace.step, base_plan.initial
+    )
+    report = None if progress is None else (lambda done: progress("replaying", done, len(steps)))
+    counts = replay(candidates, forecasts, spec.policy, decisions, report)
+    served = Served(trace.values, base_plan.per_replica, trace.step, schedule, base_plan.initial)
+    measured = [
+        Part(parts.report_from, parts.held_out_from, hours.in_sample),
+        Part(parts.held_out_from, parts.end, hours.held_out),
+    ]
+    if parts.recent_from is not None and hours.recent is not None:
+        measured.append(Part(parts.recent_from, parts.held_out_from, hours.recent))
+    found = measure(counts, served, measured)
+    recent = found[2] if len(found) > 2 else [None] * len(candidates)
+    trials = tuple(
+        Trial(knobs=knobs, in_sample=replace(in_sample, recent=last), held_out=held_out)
+        for knobs, in_sample, held_out, last in zip(candidates, found[0], found[1], recent, strict=True)
+    )
+    chosen = candidates.index(choose([(t.knobs, t.in_sample) for t in trials], start, setup.slo))
+    seconds["replaying"] = time.perf_counter() - replaying
+
+    def held_out_capacity(column: int) -> np.ndarray:
+        desired = in_force(
+            counts[:, [column]], schedule, base_plan.initial, parts.held_out_from - schedule.lead, parts.end
+        )
+        return ready(desired, schedule.lead)[0] * base_plan.per_replica
+
     capacity = {
-        "chosen": candidates.simulation(chosen).ready[held_out] * base_plan.per_replica,
-        "starting spec": candidates.simulation(base).ready[held_out] * base_plan.per_replica,
-        "reactive HPA": reactive.ready[held_out] * base_plan.per_replica,
+        "chosen": held_out_capacity(chosen),
+        "starting spec": held_out_capacity(0),
+        "reactive HPA": reactive.ready[parts.held_out_from : parts.end] * base_plan.per_replica,
     }
-    seconds = {**candidates.seconds, "total": time.perf_counter() - began}
+    seconds["total"] = time.perf_counter() - began
     return TuneResult(
         trace=trace,
         split=parts,
         slo=setup.slo,
         base_wire=base_wire,
-        trials=tuple(candidates.trials.values()),
-        chosen=candidates.trials[chosen],
-        reactive=Outcome(
-            in_sample=_in_sample(base_plan, reactive, parts, hours),
-            held_out=_figures(base_plan, reactive, parts.held_out_from, parts.end, hours.held_out),
-        ),
+        trials=trials,
+        chosen=trials[chosen],
+        reactive=outcome(base_plan, reactive, parts, hours),
+        oracle=hours,
         plan=base_plan,
-        forecasts=len(candidates.prepared),
+        forecasts=sum(1 for each in passes if each.skip < len(steps)),
         held_out_capacity=capacity,
         seconds=seconds,
     )
