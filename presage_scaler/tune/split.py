@@ -19,6 +19,8 @@ from presage_scaler.tune.errors import TuneError
 HOLDOUT = timedelta(days=7)
 MIN_IN_SAMPLE = timedelta(days=2)
 MIN_PART = timedelta(days=1)
+TRUSTED = timedelta(days=7)
+"""The shortest part chosen on whose choice is advised (:mod:`presage_scaler.tune.advice`)."""
 RECENT = timedelta(days=7)
 """An in-sample part longer than this is judged over its last RECENT too (see
 :class:`presage_scaler.tune.search.Slo`)."""
@@ -34,6 +36,8 @@ class Split:
     start: datetime
     """When step 0 starts."""
     step: timedelta
+    held_out_asked: timedelta = HOLDOUT
+    """How long the held-out part was asked to be: it is shorter while the trace is too short for that."""
 
     def at(self, index: int) -> datetime:
         return self.start + index * self.step
@@ -45,6 +49,12 @@ class Split:
     @property
     def held_out(self) -> timedelta:
         return (self.end - self.held_out_from) * self.step
+
+    def missing(self, in_sample: timedelta) -> timedelta:
+        """How much longer the trace must be for the part chosen on to last ``in_sample``: the held-out
+        part grows to the length asked before the part chosen on does."""
+        zero = timedelta(0)
+        return max(self.held_out_asked - self.held_out, zero) + max(in_sample - self.in_sample, zero)
 
     @property
     def recent_from(self) -> int | None:
@@ -88,4 +98,5 @@ def split(length: int, start: datetime, step: timedelta, report_from: int, holdo
             f"{format_duration(MIN_PART)} (by default {format_duration(MIN_IN_SAMPLE)} to choose on); give a longer "
             "trace, a shorter --warmup or a shorter --holdout"
         )
-    return Split(report_from=report_from, held_out_from=length - held, end=length, start=start, step=step)
+    asked = HOLDOUT if holdout is None else holdout
+    return Split(report_from, length - held, length, start, step, asked)

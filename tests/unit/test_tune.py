@@ -22,14 +22,16 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
+from presage_scaler.tune.advice import Verdict, advise, held_out_line, undecided_line
 from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.held_out import check
+from presage_scaler.tune.knobs import knobs_of
 from presage_scaler.tune.output import alike_line, document, table, verdict
-from presage_scaler.tune.prepared import forecast, prepare
-from presage_scaler.tune.replay import replay
+from presage_scaler.tune.prepared import forecast
+from presage_scaler.tune.replay import Decisions, replay
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import Trial, TuneResult, TuneSetup, tune
-from tests.unit.test_tune_parts import DAY, daily_trace
+from tests.unit.test_tune_parts import DAY, STEP, daily_trace
 
 WARMUP = timedelta(days=2)
 SLO = Slo(1.0)
@@ -106,9 +108,9 @@ def test_the_candidates_nearly_as_cheap_as_the_chosen_one_are_reported_with_thei
     assert len(alike) == len({(t.in_sample, t.held_out) for t in alike})
     assert (result.chosen.in_sample, result.chosen.held_out) in {(t.in_sample, t.held_out) for t in alike}
     assert len(alike) >= 3, "the daily trace has several candidates within 5 % of the cheapest"
-    line = next(line for line in table(result).splitlines() if "other candidates replayed met it" in line)
+    line = next(line for line in table(result).splitlines() if "other candidates met it" in line)
     costs = sorted(t.held_out.cost_vs_oracle for t in alike)
-    assert line.startswith(f"{len(alike) - 1} other candidates replayed met it in-sample for at most 5% more")
+    assert line.startswith(f"{len(alike) - 1} other candidates met it in-sample for at most 5% more")
     assert f"{costs[0]:.2f}x–{costs[-1]:.2f}x" in line
     assert document(result)["alike"] == {"within_pct": 5.0, "candidates": [t.knobs.as_dict() for t in alike]}
     # Nothing is reported beside a choice that did not meet the service level.
@@ -184,6 +186,77 @@ def test_a_choice_that_costs_more_held_out_than_the_start_it_undercut_says_so(re
     assert not check(start_missed).failed
     # The starting spec kept: nothing to compare it with.
     assert not check(replace(held_up, chosen=start)).dearer
+
+
+# --- the advice ----------------------------------------------------------------------------------
+
+
+def test_forecasts_are_made_once_per_history_read(result):
+    """168h x 3 reads 528h, the start 336h: on nine days both read every point, one forecast."""
+    assert result.forecasts == 3
+    assert len({t.knobs.forecaster for t in result.trials}) == 3
+
+
+def test_a_choice_made_on_less_than_a_week_is_not_advised(result):
+    advice = advise(result)
+    assert advice.verdict == Verdict.NOT_ENOUGH_HISTORY and not advice.advised
+    # Two days chosen on, five held out of the seven asked: seven more days make a week of each.
+    assert advice.message == (
+        "Not enough history yet: the choice was made on 48h, and one to act on needs at least 168h after the "
+        "warm-up and before the held-out part. Keep the starting spec and tune again with 7 more days of history."
+    )
+    assert advice.message in table(result).splitlines()
+    assert document(result)["advice"] == advice.as_dict()
+
+
+def _week(result: TuneResult) -> TuneResult:
+    """``result`` as if it had been chosen on a week."""
+    return replace(result, split=replace(result.split, report_from=result.split.held_out_from - 7 * DAY))
+
+
+def test_a_choice_that_held_up_on_a_week_is_advised_with_its_held_out_verdict(result):
+    held_up = _week(_held_up(result))
+    advice = advise(held_up)
+    assert advice.verdict == Verdict.ADVISED and advice.advised and advice.held_out_met
+    start = held_up.default.held_out
+    assert advice.message == (
+        "Advised: the chosen spec. Held out, the chosen spec met the service level (0.50 % under-provisioned at "
+        f"{held_up.chosen.held_out.cost_vs_oracle:.2f}x the oracle; the starting spec: 0.50 % at "
+        f"{start.cost_vs_oracle:.2f}x)."
+    )
+    assert held_out_line(held_up) in table(held_up).splitlines()
+    assert advise(replace(held_up, chosen=held_up.default)).verdict == Verdict.KEEP
+
+
+def test_a_choice_that_failed_held_out_or_met_nothing_is_not_advised(result):
+    held_up = _week(_held_up(result))
+    missed = replace(held_up, chosen=_with(held_up.chosen, "held_out", under_pct=1.5))
+    advice = advise(missed)
+    assert advice.verdict == Verdict.HELD_OUT_FAILED and not advice.held_out_met
+    assert advice.message == check(missed).message
+    nothing = advise(replace(held_up, slo=Slo(0.0001)))
+    assert nothing.verdict == Verdict.NOTHING_MET
+    assert "cannot decide" in nothing.message and "cannot decide" in verdict(replace(held_up, slo=Slo(0.0001)))
+
+
+def test_candidates_alike_in_sample_that_split_held_out_are_said_to_be_undecided(result):
+    alike = result.alike
+    assert len(alike) >= 3
+    last = alike[-1].knobs
+    split = replace(
+        result, trials=tuple(_with(t, "held_out", under_pct=5.0 if t.knobs == last else 0.5) for t in result.trials)
+    )
+    split = replace(split, chosen=next(t for t in split.trials if t.knobs == result.chosen.knobs))
+    missed = sum(t.held_out.under_pct > 1.0 for t in split.alike)
+    assert 0 < missed < len(split.alike)
+    line = undecided_line(split)
+    assert line == (
+        f"The part chosen on cannot decide among the candidates alike in-sample: {missed} of the "
+        f"{len(split.alike)} missed the service level held out"
+    )
+    assert line in table(split).splitlines()
+    agreed = replace(split, trials=tuple(_with(t, "held_out", under_pct=0.5) for t in result.trials))
+    assert undecided_line(agreed) is None
 
 
 def test_a_trace_whose_held_out_days_differ_fails_the_check_and_exits_3(tmp_path, trace):
@@ -280,9 +353,11 @@ def test_backtest_of_spec_yaml_replays_exactly_the_chosen_policy(run, tmp_path):
     the_plan = plan(
         trace_of(path), Setup(spec=spec, backend=make_backend(backend_spec(backend["spec"])), warmup=WARMUP)
     )
-    simulation, _ = replay(prepare(the_plan, forecast(the_plan, ())), spec)
-    decisions = the_plan.schedule.decisions(len(the_plan.trace))
-    assert replayed == simulation.desired[list(decisions)].tolist()
+    steps = the_plan.schedule.decisions(len(the_plan.trace))
+    decisions = Decisions(steps, the_plan.observed[list(steps)], the_plan.per_replica, STEP, the_plan.initial)
+    chosen = knobs_of(spec, backend_spec(backend["spec"]))
+    counts = replay([chosen], {chosen.forecaster: forecast(the_plan, ())}, spec.policy, decisions)
+    assert replayed == counts[:, 0].tolist()
 
 
 def trace_of(path: Path) -> Trace:

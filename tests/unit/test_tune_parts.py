@@ -1,5 +1,5 @@
-"""presage tune's pieces: knobs to specs and back, the split, the search on a known landscape, and
-the replay from prepared forecasts against the backtest's own decision path."""
+"""presage tune's pieces: knobs to specs and back, the split, judging the in-sample figures with
+confidence, and the choice among the candidates."""
 
 from __future__ import annotations
 
@@ -14,16 +14,14 @@ from hypothesis import strategies as st
 
 from presage_scaler.api.quantities import Amount
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
-from presage_scaler.backtest.runner import Setup, plan, run_presage
+from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for, knobs_of
 from presage_scaler.tune.output import judged
-from presage_scaler.tune.prepared import forecast, prepare
-from presage_scaler.tune.replay import replay
 from presage_scaler.tune.report import frontier
-from presage_scaler.tune.search import CONFIDENCE, Dimension, Figures, Slo, rate_bound, search, spells
-from presage_scaler.tune.space import TARGET_QUANTILES, forecasters
+from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, Slo, choose, rate_bound, spells
+from presage_scaler.tune.space import forecasters
 from presage_scaler.tune.split import split
 
 STEP = timedelta(minutes=5)
@@ -42,6 +40,17 @@ def daily_trace(days: int, seed: int = 0) -> Trace:
 
 def default_spec(trace: Trace):
     return scaler_spec(trace, None, Overrides(per_replica=20.0, lead_time=timedelta(minutes=10), max_replicas=200))
+
+
+START_KNOBS = Knobs(
+    target_quantile=0.9,
+    headroom=Amount(10.0, percent=True),
+    max_relative_spread=0.25,
+    scale_down_window=timedelta(minutes=15),
+    max_scale_down_rate=Amount(20.0, percent=True),
+    forecaster=ForecasterKnobs(timedelta(hours=168), 3, timedelta(hours=336)),
+)
+"""The API's defaults."""
 
 
 # --- knobs ---------------------------------------------------------------------------------------
@@ -90,7 +99,13 @@ def test_a_forecaster_reads_the_history_its_cycles_need():
 
 def test_seasons_longer_than_the_trace_are_not_tried():
     base = ForecasterKnobs(timedelta(hours=168), 3, timedelta(hours=336))
-    short = forecasters(base, daily_trace(5))
+    trace = daily_trace(5)
+    short = forecasters(
+        base,
+        plan(
+            trace, Setup(spec=default_spec(trace), backend=make_backend(base.backend_spec()), warmup=timedelta(days=1))
+        ),
+    )
     assert [f.season for f in short] == [timedelta(hours=168), timedelta(hours=24), timedelta(hours=24)]
 
 
@@ -194,70 +209,7 @@ def test_a_part_that_meets_the_service_level_but_not_over_its_last_week_does_not
     assert replace(months, recent=drifted).as_dict()["recent"]["under_provisioned_pct"] == 1.5
 
 
-# --- search --------------------------------------------------------------------------------------
-
-
-def landscape(knobs: Knobs) -> Figures:
-    """A known landscape: a higher targetQuantile costs more and is short less; disabling the guard
-    saves 20 % at +0.3 points of under-provisioning; headroom 0 saves 5 % at +0.4 points."""
-    q = knobs.target_quantile
-    cost, under = 1.0 + 2.0 * q, 3.0 * (1.0 - q)
-    if knobs.max_relative_spread is None:
-        cost, under = cost * 0.8, under + 0.3
-    if knobs.headroom.value == 0:
-        cost, under = cost * 0.95, under + 0.4
-    return Figures(under_pct=under, unserved_pct=under / 10, replica_hours=cost, cost_vs_oracle=cost)
-
-
-START_KNOBS = Knobs(
-    target_quantile=0.9,
-    headroom=Amount(10.0, percent=True),
-    max_relative_spread=0.25,
-    scale_down_window=timedelta(minutes=15),
-    max_scale_down_rate=Amount(20.0, percent=True),
-    forecaster=ForecasterKnobs(timedelta(hours=168), 3, timedelta(hours=336)),
-)
-DIMENSIONS = (
-    Dimension("guard", (0.25, None), "max_relative_spread"),
-    Dimension("headroom", (Amount(10.0, percent=True), Amount(0.0, percent=True)), "headroom"),
-)
-
-
-def brute_force(slo: Slo) -> Knobs:
-    every = [
-        replace(START_KNOBS, target_quantile=q, max_relative_spread=g, headroom=h)
-        for q in TARGET_QUANTILES
-        for g in DIMENSIONS[0].values
-        for h in DIMENSIONS[1].values
-    ]
-    return min((k for k in every if slo.met(landscape(k))), key=lambda k: landscape(k).replica_hours)
-
-
-@pytest.mark.parametrize("slo", [Slo(1.0), Slo(0.5), Slo(2.0), Slo(1.0, unserved_pct=0.05)])
-def test_search_finds_the_cheapest_candidate_meeting_the_service_level(slo):
-    tried: list[Knobs] = []
-
-    def evaluate(knobs: Knobs) -> Figures:
-        tried.append(knobs)
-        return landscape(knobs)
-
-    found = search(START_KNOBS, TARGET_QUANTILES, DIMENSIONS, evaluate, slo)
-    assert found == brute_force(slo)
-    assert len(tried) == len(set(tried)), "a candidate was replayed twice"
-    assert len(tried) < 4 * len(TARGET_QUANTILES)
-
-
-def test_with_nothing_feasible_search_returns_the_least_under_provisioned():
-    found = search(START_KNOBS, TARGET_QUANTILES, DIMENSIONS, landscape, Slo(0.001))
-    assert found.target_quantile == max(TARGET_QUANTILES)
-    assert found.max_relative_spread == 0.25 and found.headroom.value == 10.0
-
-
-def test_search_reports_its_progress_pass_by_pass():
-    heard: list[tuple[str, int, int]] = []
-    search(START_KNOBS, TARGET_QUANTILES, DIMENSIONS, landscape, Slo(1.0), lambda *a: heard.append(a))
-    assert heard[0] == ("search, pass 1", 1, 4)
-    assert heard[-1][1:] == (4, 4)
+# --- the report ---------------------------------------------------------------------------------
 
 
 def test_frontier_keeps_the_points_nothing_beats_on_both():
@@ -265,28 +217,45 @@ def test_frontier_keeps_the_points_nothing_beats_on_both():
     assert frontier(points) == [(1.0, 5.0), (1.2, 1.0), (1.5, 0.5), (2.0, 0.0)]
 
 
-# --- forecast once, replay many ------------------------------------------------------------------
+def test_a_short_part_says_how_much_longer_the_trace_must_be():
+    # Five days after the warm-up: two to choose on, three held out of the seven asked.
+    short = split(12 * DAY, START, STEP, 7 * DAY)
+    assert short.missing(timedelta(days=7)) == timedelta(days=4 + 5)
+    assert split(30 * DAY, START, STEP, 7 * DAY).missing(timedelta(days=7)) == timedelta(0)
+    # A held-out part asked shorter is already as long as asked: only the part chosen on grows.
+    asked = split(12 * DAY, START, STEP, 7 * DAY, timedelta(days=3))
+    assert asked.missing(timedelta(days=7)) == timedelta(days=5)
 
 
-@pytest.mark.parametrize(
-    "knobs",
-    [
-        START_KNOBS,
-        replace(START_KNOBS, target_quantile=0.6, max_relative_spread=None, scale_down_window=timedelta(0)),
-        replace(START_KNOBS, target_quantile=0.99, headroom=Amount(0.0, percent=True)),
-    ],
-)
-def test_a_replay_from_prepared_forecasts_decides_as_the_backtest_does(knobs):
-    trace = daily_trace(6)
-    knobs = replace(knobs, forecaster=ForecasterKnobs(timedelta(hours=24), 2, timedelta(hours=336)))
-    spec = knobs.spec(default_spec(trace).to_wire())
-    the_plan = plan(
-        trace, Setup(spec=spec, backend=make_backend(knobs.forecaster.backend_spec()), warmup=timedelta(days=1))
-    )
-    # Prepared at every level of the dial: each level's numbers are the same as when asked alone.
-    prepared = prepare(the_plan, forecast(the_plan, TARGET_QUANTILES))
-    simulation, constraints = replay(prepared, spec)
-    expected, record = run_presage(the_plan)
-    np.testing.assert_array_equal(simulation.desired, expected.desired)
-    np.testing.assert_array_equal(simulation.ready, expected.ready)
-    assert tuple(constraints) == record.constraints
+# --- the choice ----------------------------------------------------------------------------------
+
+
+def figures(hours: float, under: float = 0.5) -> Figures:
+    return Figures(under_pct=under, unserved_pct=under / 10, replica_hours=hours, cost_vs_oracle=hours, spells=200)
+
+
+def test_the_choice_is_the_cheapest_candidate_meeting_the_service_level():
+    cheap, dear = replace(START_KNOBS, target_quantile=0.8), replace(START_KNOBS, target_quantile=0.95)
+    short = replace(START_KNOBS, target_quantile=0.6)
+    candidates = [(START_KNOBS, figures(120.0)), (dear, figures(110.0, under=0.3)), (cheap, figures(100.0)),
+                  (short, figures(50.0, under=3.0))]  # fmt: skip
+    assert choose(candidates, START_KNOBS, Slo(1.0)) == cheap
+    assert choose(candidates, START_KNOBS, Slo(0.1)) == dear  # nothing meets it: the least short
+
+
+def test_equal_costs_go_to_the_fewest_changes_from_the_start():
+    one = replace(START_KNOBS, max_relative_spread=0.5)
+    two = replace(one, scale_down_window=timedelta(0))
+    candidates = [(START_KNOBS, figures(120.0)), (two, figures(100.0)), (one, figures(100.0))]
+    assert choose(candidates, START_KNOBS, Slo(1.0)) == one
+
+
+def test_the_start_stays_when_it_meets_the_level_for_at_most_alike_more():
+    cheap = replace(START_KNOBS, target_quantile=0.8)
+    close = [(START_KNOBS, figures(100.0 * (1 + ALIKE))), (cheap, figures(100.0))]
+    assert choose(close, START_KNOBS, Slo(1.0)) == START_KNOBS
+    further = [(START_KNOBS, figures(100.0 * (1 + ALIKE) + 0.01)), (cheap, figures(100.0))]
+    assert choose(further, START_KNOBS, Slo(1.0)) == cheap
+    # A start that misses the level is no reason to stay.
+    missing = [(START_KNOBS, figures(101.0, under=3.0)), (cheap, figures(100.0))]
+    assert choose(missing, START_KNOBS, Slo(1.0)) == cheap
