@@ -325,8 +325,10 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
         steps, base_plan.observed[np.asarray(steps)], base_plan.per_replica, trace.step, base_plan.initial
     )
     report = None if progress is None else (lambda done: progress("replaying", done, len(steps)))
-    counts = replay(candidates, forecasts, spec.policy, decisions, report)
-    served = Served(trace.values, base_plan.per_replica, trace.step, schedule, base_plan.initial)
+    # Only the counts in force from the lead before the first step measured on are kept.
+    kept_from = max(0, (parts.report_from - schedule.lead - schedule.first) // schedule.every)
+    counts = replay(candidates, forecasts, spec.policy, decisions, kept_from, report)
+    served = Served(trace.values, base_plan.per_replica, trace.step, schedule, base_plan.initial, kept_from)
     measured = [
         Part(parts.report_from, parts.held_out_from, hours.in_sample),
         Part(parts.held_out_from, parts.end, hours.held_out),
@@ -343,9 +345,8 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     seconds["replaying"] = time.perf_counter() - replaying
 
     def held_out_capacity(column: int) -> np.ndarray:
-        desired = in_force(
-            counts[:, [column]], schedule, base_plan.initial, parts.held_out_from - schedule.lead, parts.end
-        )
+        begin = parts.held_out_from - schedule.lead
+        desired = in_force(counts[:, [column]], schedule, base_plan.initial, begin, parts.end, kept_from)
         return ready(desired, schedule.lead)[0] * base_plan.per_replica
 
     capacity = {
