@@ -101,8 +101,10 @@ def _columns(
     decisions: Decisions,
 ) -> _Columns:
     floor = _floor(policy, decisions.observed, decisions.per_replica)
-    wanted: dict[tuple[ForecasterKnobs, float, Amount], np.ndarray] = {}
-    guarded: dict[tuple[ForecasterKnobs, float, float | None], np.ndarray] = {}
+    wanted: dict[tuple[ForecasterKnobs, float, Amount], int] = {}
+    guarded: dict[tuple[ForecasterKnobs, float, float | None], int] = {}
+    wanted_columns: list[np.ndarray] = []
+    guarded_columns: list[np.ndarray] = []
     for knobs in candidates:
         made = forecasts[knobs.forecaster]
         upper = made.windows[:, made.levels.index(knobs.target_quantile)]
@@ -110,36 +112,34 @@ def _columns(
         if key not in wanted:
             sized = np.maximum(upper, 0.0)
             counts = _whole((sized + _of(knobs.headroom, sized)) / decisions.per_replica)
-            wanted[key] = counts if floor is None else np.maximum(counts, floor)
+            wanted[key] = len(wanted_columns)
+            wanted_columns.append(counts if floor is None else np.maximum(counts, floor))
         guard = (knobs.forecaster, knobs.target_quantile, knobs.max_relative_spread)
         if guard not in guarded:
+            guarded[guard] = len(guarded_columns)
             if knobs.max_relative_spread is None:
-                guarded[guard] = np.zeros(len(upper), dtype=bool)
+                guarded_columns.append(np.zeros(len(upper), dtype=bool))
             else:
                 # engine.policy.relative_spread, element by element
                 lower = made.windows[:, made.levels.index(policy.scale_down_quantile)]
-                guarded[guard] = (upper - lower) / np.maximum(lower, 1.0) > knobs.max_relative_spread
-    wanted_keys, guarded_keys = list(wanted), list(guarded)
-    stacked = np.stack(list(wanted.values()), axis=1)
+                guarded_columns.append((upper - lower) / np.maximum(lower, 1.0) > knobs.max_relative_spread)
+    stacked = np.stack(wanted_columns, axis=1)
     return _Columns(
         wanted=stacked,
         bounded=np.minimum(np.maximum(stacked, policy.min_replicas), policy.max_replicas),
-        guarded=np.stack(list(guarded.values()), axis=1),
-        wanted_of=np.array(
-            [wanted_keys.index((k.forecaster, k.target_quantile, k.headroom)) for k in candidates], dtype=np.intp
-        ),
+        guarded=np.stack(guarded_columns, axis=1),
+        wanted_of=np.array([wanted[(k.forecaster, k.target_quantile, k.headroom)] for k in candidates], dtype=np.intp),
         guarded_of=np.array(
-            [guarded_keys.index((k.forecaster, k.target_quantile, k.max_relative_spread)) for k in candidates],
-            dtype=np.intp,
+            [guarded[(k.forecaster, k.target_quantile, k.max_relative_spread)] for k in candidates], dtype=np.intp
         ),
     )
 
 
-def _limits(candidates: Sequence[Knobs], policy: PolicySpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The count a decision may reach at most from each count in force (the scale-up rate and
-    maxReplicas), and at least (per scale-down rate, flattened, and minReplicas); and per candidate,
-    where its scale-down rate's row of the second starts."""
-    counts = range(policy.max_replicas + 1)
+def _limits(candidates: Sequence[Knobs], policy: PolicySpec, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per count in force up to ``top``, the count a decision may reach at most (the scale-up rate and
+    maxReplicas) and at least (per scale-down rate, one row each, flattened, and minReplicas); and per
+    candidate, where its scale-down rate's row starts."""
+    counts = range(top + 1)
     highest = np.array([min(scale_up_ceiling(c, policy), policy.max_replicas) for c in counts], dtype=np.int64)
     rates = list(dict.fromkeys(k.max_scale_down_rate for k in candidates))
     rows = []
@@ -174,11 +174,13 @@ def replay(
     if decisions.initial < policy.min_replicas or decisions.initial > policy.max_replicas:
         raise ValueError(f"the initial count {decisions.initial} is outside [minReplicas, maxReplicas]")
     columns = _columns(candidates, forecasts, policy, decisions)
-    highest, lowest, offsets = _limits(candidates, policy)
+    # A count is what was wanted, or a count in force, or between: never above the most wanted.
+    top = min(policy.max_replicas, max(decisions.initial, int(columns.wanted.max())))
+    highest, lowest, offsets = _limits(candidates, policy, top)
     windows = np.array([_window_steps(k.scale_down_window, decisions.step) for k in candidates], dtype=np.int64)
     wanted_of, guarded_of = columns.wanted_of, columns.guarded_of
     # The smallest integers that hold every count: a month of minutes for thousands of candidates.
-    small = np.int16 if policy.max_replicas <= np.iinfo(np.int16).max else np.int32
+    small = np.int16 if top <= np.iinfo(np.int16).max else np.int32
     counts = np.empty((len(decisions.steps) - kept_from, len(candidates)), dtype=small)
     current = np.full(len(candidates), decisions.initial, dtype=np.int64)
     deadline = np.full(len(candidates), NEVER, dtype=np.int64)
