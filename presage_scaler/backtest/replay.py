@@ -96,6 +96,12 @@ def forecaster_for(backend: Backend, loop: asyncio.Runner) -> Forecaster:
     return DirectForecaster(backend) if isinstance(backend, SeasonalNaive) else BatchedForecaster(backend, loop)
 
 
+def history_points(signal: SignalSpec, backend: Backend) -> int:
+    """The most signal points a decision reads: the same window as production's range query
+    (``prometheus.history_window``), capped at what the backend takes."""
+    return min(max(1, signal.history // signal.resolution), context_points(backend.max_context))
+
+
 @dataclass(frozen=True)
 class PresageRecord:
     """What presage did at each decision, for decisions.csv and the report."""
@@ -151,9 +157,7 @@ class DecisionFeed:
     def __post_init__(self) -> None:
         self._upcoming = iter(self.decisions)
         self._gaps = np.concatenate([[0], np.cumsum(self.signal.gaps)])
-        # The same window as production's range query (prometheus.history_window).
-        points = max(1, self.signal_spec.history // self.signal_spec.resolution)
-        self._points = min(points, context_points(self.backend.max_context))
+        self._points = history_points(self.signal_spec, self.backend)
         self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
         policy = self.spec.policy
         self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *self.levels}))

@@ -13,11 +13,12 @@ import yaml
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
+from presage_scaler.tune.advice import advise, held_out_line, history_line, undecided_line
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.search import CONFIDENCE, Figures, rate_bound
+from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
-from presage_scaler.tune.tuner import ALIKE, Outcome, Trial, TuneResult
+from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
 DEFAULT_NAME = "tuned"
 """The PredictiveScaler's name when the starting spec came without metadata."""
@@ -89,7 +90,7 @@ def alike_line(result: TuneResult) -> str | None:
     cost = spread([t.held_out.cost_vs_oracle for t in trials], "x", 2)
     others = len(trials) - 1
     return (
-        f"{others} other candidate{'s' if others > 1 else ''} replayed met it in-sample for at most {ALIKE:.0%} "
+        f"{others} other candidate{'s' if others > 1 else ''} met it in-sample for at most {ALIKE:.0%} "
         f"more replica-hours; held out, these and the chosen spec were {under} under-provisioned at {cost} the "
         "oracle"
     )
@@ -118,8 +119,9 @@ def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, *, plac
     ]
     if not result.met:
         lines.append("# No candidate met the service level in-sample: this is the least under-provisioned one.")
-    if (held_out := check(result).message) is not None:
-        lines += [f"# {line}" for line in textwrap.wrap(held_out, width=98)]
+    for said in (history_line(result), check(result).message):
+        if said is not None:
+            lines += [f"# {line}" for line in textwrap.wrap(said, width=98)]
     if placeholders:
         lines.append("# scaleTargetRef and signal.prometheus are placeholders: set them to your workload and query.")
     lines += [
@@ -157,6 +159,7 @@ def document(result: TuneResult) -> dict[str, Any]:
         "split": result.split.as_dict(),
         "met": result.met,
         "held_out_check": check(result).as_dict(),
+        "advice": advise(result).as_dict(),
         "default_is_best": result.chosen.knobs == result.default.knobs,
         "alike": {
             "within_pct": 100 * ALIKE,
@@ -187,8 +190,8 @@ def verdict(result: TuneResult) -> str:
     """The one sentence that says what to do."""
     if not result.met:
         return (
-            f"No candidate met {result.slo.describe()} in-sample; spec.yaml holds the least under-provisioned "
-            "one. A looser service level, or a better signal, is needed."
+            f"No candidate met {result.slo.describe()} in-sample, so the part chosen on cannot decide; spec.yaml "
+            "holds the least under-provisioned one. A looser service level, or a better signal, is needed."
         )
     if result.chosen.knobs == result.default.knobs:
         return f"The starting spec already meets {result.slo.describe()} at the least cost found: nothing to change."
@@ -225,9 +228,10 @@ def table(result: TuneResult) -> str:
         "",
         f"chosen: {_changes(result)}",
         judged(result.chosen.in_sample),
-        *filter(None, [alike_line(result)]),
+        *filter(None, [alike_line(result), undecided_line(result)]),
         verdict(result),
-        *filter(None, [check(result).message]),
+        held_out_line(result),
+        *filter(None, [history_line(result)]),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",
     ]

@@ -1,13 +1,14 @@
-"""Forecast once: everything a replay needs that no policy knob changes.
+"""Forecast once: the numbers a replay needs that no policy knob changes.
 
-A decision's data, its forecast and the calibrated forecast of its sizing window's highest demand
-depend only on the history and the forecaster's settings, never on the policy's state or knobs
-(:mod:`presage_scaler.backtest.replay`). So they are made once per forecaster setting, at every
+A decision's calibrated forecast of its sizing window's highest demand depends only on the history
+it sees and the forecaster's settings, never on the policy's state or knobs
+(:mod:`presage_scaler.backtest.replay`). So it is made once per forecaster setting, at every
 targetQuantile a candidate may use, by the backtest's own :class:`DecisionFeed`, and every candidate
-that shares the setting replays from them.
+that shares the setting replays from it (:mod:`presage_scaler.tune.replay`).
 
-:func:`forecast` keeps the numbers as arrays (:class:`Forecasts`), small enough to come back from
-another process; :func:`prepare` turns them into the objects production's decision code takes.
+Two settings that differ only in the history they read share every decision whose window of the
+signal is the same under both: all of them while neither history is longer than what the decision
+has seen. :func:`shared_decisions` counts them, so that only the rest is forecast again.
 """
 
 from __future__ import annotations
@@ -18,37 +19,51 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presage_scaler.backends.base import Forecast, History
-from presage_scaler.backtest.replay import DecisionFeed, forecaster_for
+from presage_scaler.backtest.replay import DecisionFeed, forecaster_for, history_points
 from presage_scaler.backtest.runner import Plan
-from presage_scaler.engine.calibration import CalibrationState, WindowForecast
-from presage_scaler.engine.evaluator import SignalData, Sizing
 from presage_scaler.tune.errors import TuneError
 
 
 @dataclass(frozen=True)
 class Forecasts:
-    """One forecaster setting's numbers for every decision of a plan's schedule, in order."""
+    """One forecaster setting's calibrated window forecasts for a run of a plan's decisions, in order."""
 
-    spans: np.ndarray
-    """``(decisions, 2)``: the signal points ``[begin, end)`` each decision saw."""
-    gap_steps: np.ndarray
-    points: np.ndarray
-    """``(decisions, horizon)``: the backend's point forecast."""
     levels: tuple[float, ...]
     windows: np.ndarray
     """``(decisions, levels)``: the calibrated forecast of the sizing window's highest demand."""
-    references: np.ndarray
-    scores: np.ndarray
+
+    def then(self, later: Forecasts) -> Forecasts:
+        """These decisions followed by ``later``'s (made at the same levels)."""
+        if later.levels != self.levels:
+            raise ValueError(f"levels differ: {self.levels} and {later.levels}")
+        return Forecasts(self.levels, np.concatenate((self.windows, later.windows)))
+
+    def head(self, decisions: int) -> Forecasts:
+        """The first ``decisions``."""
+        return Forecasts(self.levels, self.windows[:decisions])
 
 
-def forecast(plan: Plan, levels: Sequence[float], on_progress: Callable[[int], None] | None = None) -> Forecasts:
-    """Forecast and calibrate every decision of ``plan`` at ``levels`` and the spec's own.
+def levels_for(plan: Plan, levels: Sequence[float]) -> tuple[float, ...]:
+    """The levels :func:`forecast` makes: ``levels`` and the plan's targetQuantile and scaleDownQuantile."""
+    policy = plan.spec.policy
+    return tuple(sorted({*levels, policy.target_quantile, policy.scale_down_quantile}))
+
+
+def forecast(
+    plan: Plan,
+    levels: Sequence[float],
+    skip: int = 0,
+    on_progress: Callable[[int], None] | None = None,
+) -> Forecasts:
+    """Forecast and calibrate the decisions of ``plan``'s schedule from the ``skip``-th on, at
+    :func:`levels_for` ``levels``.
 
     Only a backend that answers hindcasts is calibrated without state (SeasonalNaive); any other
     would make the sizing depend on the order of replays, and is refused.
     """
-    spans, gaps, points, windows, references, scores = [], [], [], [], [], []
+    ordered = levels_for(plan, levels)
+    decisions = plan.schedule.decisions(len(plan.trace))[skip:]
+    windows = np.empty((len(decisions), len(ordered)))
     with asyncio.Runner() as loop:
         feed = DecisionFeed(
             spec=plan.spec,
@@ -58,69 +73,35 @@ def forecast(plan: Plan, levels: Sequence[float], on_progress: Callable[[int], N
             backend=plan.backend,
             forecaster=forecaster_for(plan.backend, loop),
             lead=plan.lead,
-            decisions=plan.schedule.decisions(len(plan.trace)),
+            decisions=decisions,
             levels=tuple(levels),
         )
-        ordered = tuple(sorted({*levels, plan.spec.policy.target_quantile, plan.spec.policy.scale_down_quantile}))
-        for done, (step, data, made, sizing) in enumerate(feed, start=1):
+        for done, (_, _, _, sizing) in enumerate(feed):
             if sizing is None:
                 backend = plan.backend.identity.backend
                 raise TuneError(
                     f"presage tune needs a backend that answers hindcasts (SeasonalNaive); {backend} does not"
                 )
             [window] = sizing.windows
-            end = step // plan.ratio
-            spans.append((end - len(data.history.values), end))
-            gaps.append(data.gap_steps)
-            points.append(made.point)
-            windows.append([window.quantiles[level] for level in ordered])
-            references.append(window.reference)
-            scores.append(window.scores)
+            windows[done] = [window.quantiles[level] for level in ordered]
             if on_progress is not None and done % 1024 == 0:
                 on_progress(done)
     if on_progress is not None:
-        on_progress(len(spans))
-    return Forecasts(
-        spans=np.array(spans, dtype=np.int64).reshape(-1, 2),
-        gap_steps=np.array(gaps, dtype=np.int64),
-        points=np.array(points, dtype=np.float64),
-        levels=ordered,
-        windows=np.array(windows, dtype=np.float64),
-        references=np.array(references, dtype=np.float64),
-        scores=np.array(scores, dtype=np.int64),
-    )
+        on_progress(len(decisions))
+    return Forecasts(ordered, windows)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """Per decision of ``plan``'s schedule, in order: the signal data, the forecast and the sizing,
-    as :func:`presage_scaler.engine.evaluator.decide` takes them."""
+def shared_decisions(plan: Plan, history: int, other: int) -> int:
+    """How many of ``plan``'s first decisions see the same window of the signal when they read at most
+    ``history`` signal points as when they read at most ``other``: every one when the two are equal,
+    else those that have seen no more points than the shorter."""
+    decisions = plan.schedule.decisions(len(plan.trace))
+    if history == other:
+        return len(decisions)
+    # A decision at trace step s sees the signal points before s // ratio.
+    return len(range(decisions.start, min(decisions.stop, (min(history, other) + 1) * plan.ratio), decisions.step))
 
-    plan: Plan
-    data: tuple[SignalData, ...]
-    forecasts: tuple[Forecast, ...]
-    sizings: tuple[Sizing, ...]
 
-
-def prepare(plan: Plan, forecasts: Forecasts) -> Prepared:
-    """The decision inputs of ``plan`` from its forecaster's numbers. A forecast carries its point
-    forecast only: a decision reads nothing else of it (its quantiles went into the sizing)."""
-    signal, spec = plan.signal, plan.signal_spec
-    data, made, sizings = [], [], []
-    empty = CalibrationState()
-    for (begin, end), gaps, point, window, reference, scores in zip(
-        forecasts.spans.tolist(),
-        forecasts.gap_steps.tolist(),
-        forecasts.points,
-        forecasts.windows.tolist(),
-        forecasts.references.tolist(),
-        forecasts.scores.tolist(),
-        strict=True,
-    ):
-        history = History(values=signal.values[begin:end], step=signal.step)
-        data.append(SignalData(spec=spec, history=history, gap_steps=gaps, capacity=spec.per_replica))
-        made.append(Forecast(point=point, quantiles={}))
-        quantiles = dict(zip(forecasts.levels, window, strict=True))
-        sizing = WindowForecast(quantiles=quantiles, reference=reference, scores=scores)
-        sizings.append(Sizing(windows=(sizing,), calibration=empty))
-    return Prepared(plan=plan, data=tuple(data), forecasts=tuple(made), sizings=tuple(sizings))
+def points_read(plan: Plan) -> int:
+    """The most signal points a decision of ``plan`` reads (its history, as the feed caps it)."""
+    return history_points(plan.signal_spec, plan.backend)

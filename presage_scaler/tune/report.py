@@ -20,9 +20,10 @@ import yaml
 from plotly.subplots import make_subplots
 
 from presage_scaler.backtest import plots
+from presage_scaler.tune.advice import held_out_line, history_line, undecided_line
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import alike_line, judged, manifests, verdict
-from presage_scaler.tune.search import Figures
+from presage_scaler.tune.search import ALIKE, Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
 COLORS = {"chosen": "#1f77b4", "starting spec": "#7f7f7f", "reactive HPA": "#ff7f0e"}
@@ -185,7 +186,7 @@ def _lead(text: str) -> str:
 
 
 def _warning(text: str) -> str:
-    """A paragraph that must not be missed: the held-out check failed."""
+    """A paragraph that must not be missed: the held-out check failed, or the history is too short."""
     return f'<p class="lead" role="alert" style="color:{SLO_COLOR}"><b>{escape(text)}</b></p>'
 
 
@@ -199,16 +200,18 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
         f"<h1>presage tune: {escape(name)}</h1>",
         _lead(f"The cheapest policy found with {escape(result.slo.describe())}. {escape(result.split.describe())}."),
         _lead(f"<b>{escape(verdict(result))}</b>"),
-        *([_warning(message)] if (message := check(result).message) is not None else []),
+        _warning(held_out_line(result)) if check(result).failed else _lead(escape(held_out_line(result))),
+        *([_warning(line)] if (line := history_line(result)) is not None else []),
         _lead(f"The chosen spec, {escape(judged(result.chosen.in_sample))}."),
-        *([_lead(f"{escape(line)}.")] if (line := alike_line(result)) else []),
+        *(_lead(f"{escape(line)}.") for line in (alike_line(result), undecided_line(result)) if line),
         plots.table(_figures_rows(result), header),
         "<h2>Where does the chosen spec sit among the candidates?</h2>",
         _lead(
             f"Each point is one of the {len(result.trials)} candidates replayed (hover for its knobs). The choice "
             "is the cheapest point that meets the service level (the dashed line) in-sample with confidence: "
             "scaled by the margin its spells need, over the whole part and, when that is longer than a week, "
-            "over its last week too. The right-hand panel shows the same candidates "
+            "over its last week too; the starting spec stays when it meets it for at most "
+            f"{ALIKE:.0%} more. The right-hand panel shows the same candidates "
             "on the held-out part, which played no part in the choice. The reactive HPA is usually far above the "
             "service level: double-click a panel twice to see every point."
         ),
