@@ -79,6 +79,24 @@ def history_line(result: TuneResult) -> str | None:
     )
 
 
+def nothing_met_line(result: TuneResult) -> str:
+    """Why no candidate met the service level in-sample, and what would: when the least
+    under-provisioned one met it as measured and only the margin for chance failed it, the part chosen
+    on is too short to tell; otherwise a looser level or a better signal is needed."""
+    slo, least = result.slo, result.chosen.in_sample
+    if not misses(least, slo):
+        spells = f"{least.spells} spell{'s' if least.spells != 1 else ''}"
+        return (
+            f"No candidate met {slo.describe()} in-sample with the margin for chance, though the least "
+            f"under-provisioned one was short {least.under_pct:.2f} % of the time, in {spells}: "
+            f"{format_duration(result.split.in_sample)} are too short to tell."
+        )
+    return (
+        f"No candidate met {slo.describe()} in-sample, so the part chosen on cannot decide; a looser service "
+        "level, or a better signal, is needed."
+    )
+
+
 def held_out_line(result: TuneResult) -> str:
     """The held-out verdict in one line: the check's message when it failed, else what the chosen spec
     did there beside the starting spec."""
@@ -101,12 +119,7 @@ def advise(result: TuneResult) -> Advice:
     if (line := history_line(result)) is not None:
         return Advice(Verdict.NOT_ENOUGH_HISTORY, line, met)
     if not result.met:
-        return Advice(
-            Verdict.NOTHING_MET,
-            f"No candidate met {result.slo.describe()} in-sample, so the part chosen on cannot decide: keep the "
-            "starting spec; a looser service level, or a better signal, is needed.",
-            met,
-        )
+        return Advice(Verdict.NOTHING_MET, f"{nothing_met_line(result)} Keep the starting spec.", met)
     if check(result).failed:
         return Advice(Verdict.HELD_OUT_FAILED, held_out_line(result), met)
     if result.chosen.knobs == result.default.knobs:

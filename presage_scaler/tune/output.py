@@ -13,7 +13,7 @@ import yaml
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
-from presage_scaler.tune.advice import advise, held_out_line, history_line, undecided_line
+from presage_scaler.tune.advice import advise, held_out_line, history_line, nothing_met_line, undecided_line
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
@@ -189,10 +189,7 @@ def _changes(result: TuneResult) -> str:
 def verdict(result: TuneResult) -> str:
     """The one sentence that says what to do."""
     if not result.met:
-        return (
-            f"No candidate met {result.slo.describe()} in-sample, so the part chosen on cannot decide; spec.yaml "
-            "holds the least under-provisioned one. A looser service level, or a better signal, is needed."
-        )
+        return f"{nothing_met_line(result)} spec.yaml holds the least under-provisioned candidate."
     if result.chosen.knobs == result.default.knobs:
         return f"The starting spec already meets {result.slo.describe()} at the least cost found: nothing to change."
     saved = 1.0 - result.chosen.in_sample.replica_hours / result.default.in_sample.replica_hours

@@ -239,6 +239,21 @@ def test_a_choice_that_failed_held_out_or_met_nothing_is_not_advised(result):
     assert "cannot decide" in nothing.message and "cannot decide" in verdict(replace(held_up, slo=Slo(0.0001)))
 
 
+def test_a_part_too_short_to_tell_is_said_to_be_so(result):
+    """Two days of five-minute steps: one two-step spell (0.35 %) is judged at 1.04 % with the margin
+    one spell needs, so no candidate meets 1 % although the least short one did as measured."""
+    short = replace(result, chosen=_with(result.chosen, "in_sample", under_pct=0.35, spells=1, steps=576))
+    assert not short.met
+    said = verdict(short)
+    assert said == (
+        "No candidate met under-provisioned ≤ 1 % of the time in-sample with the margin for chance, though the "
+        "least under-provisioned one was short 0.35 % of the time, in 1 spell: 48h are too short to tell. "
+        "spec.yaml holds the least under-provisioned candidate."
+    )
+    assert advise(short).verdict == Verdict.NOT_ENOUGH_HISTORY
+    assert advise(_week(short)).message.endswith("are too short to tell. Keep the starting spec.")
+
+
 def test_candidates_alike_in_sample_that_split_held_out_are_said_to_be_undecided(result):
     alike = result.alike
     assert len(alike) >= 3
