@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from presage_scaler.api.introspect import SCALAR_TYPES, FieldView, TypeView, fields_of, type_description
+from presage_scaler.api.introspect import SCALAR_TYPES, FieldView, TypeView, fields_of, noted, type_description
 from presage_scaler.api.schema import APIModel
 from presage_scaler.api.types import CATEGORY, GROUP, VERSION, Kind
 
@@ -52,7 +52,8 @@ def _field_schema(field: FieldView) -> dict[str, Any]:
     if default is not None:
         schema["default"] = default
         description = f"{description} {default_sentence(default)}".strip()
-    schema["description"] = description
+    # An object's notes follow its description; a list's are its items' (object_schema).
+    schema["description"] = description if field.type.is_list else noted(description, nested)
     schema.update(copy.deepcopy(field.extra.openapi))
     return schema
 
@@ -62,7 +63,7 @@ def object_schema(model: type[APIModel]) -> dict[str, Any]:
     fields = fields_of(model)
     schema: dict[str, Any] = {
         "type": "object",
-        "description": type_description(model),
+        "description": noted(type_description(model), model),
         "properties": {f.wire_name: _field_schema(f) for f in fields},
     }
     required = [f.wire_name for f in fields if f.required]

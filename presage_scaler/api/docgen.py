@@ -2,7 +2,8 @@
 
 The layout: a ``#`` title, a short table of contents, a ``##`` section per kind (scope, version,
 description), then a ``###`` section per object path (depth first, fields by name) with its
-description and a table ``Field | Type | Required | Default | Description``. An object-typed
+description, the type's ``notes`` (how presage uses it) and a table
+``Field | Type | Required | Default | Description``. An object-typed
 field links to its own section. The text of every section and cell is the seed reference's (see
 ``tests/fixtures/presage-api-reference.seed.md``), where the default was the trailing
 ``Default: <value>.`` of a field's description.
@@ -68,7 +69,8 @@ def _sections(path: str, model: type[APIModel], description: str) -> list[str]:
     table = "\n".join(
         [table_row(list(COLUMNS)), table_row(["---"] * len(COLUMNS)), *(_field_row(path, f) for f in fields)]
     )
-    blocks = [f"### {path}", description, table]
+    notes = [" ".join(note.split()) for note in model.notes]
+    blocks = [f"### {path}", description, *notes, table]
     for field in fields:
         nested = field.type.model
         if nested is None:

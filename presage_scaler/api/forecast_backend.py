@@ -26,6 +26,16 @@ class SeasonalNaiveBackend(APIModel):
     )
     season: Duration = field("Season is the periodicity to repeat, typically 24h or 168h.", default="168h")
 
+    notes = (
+        "Each step is forecast as the mean of the same phase over the last cycles seasons, scaled to the last "
+        "hour's level (within a factor of two) and never below the latest value. Its quantiles add the "
+        "empirical quantiles of the residuals over the most recent cycles x season steps, at most the last "
+        "1,024. With fewer seasons of history than cycles it uses those there are and widens the band by "
+        'sqrt(cycles / available), which lastForecast.method reports as "seasonal-naive (2 of 3 cycles)": '
+        "the default history of 336h holds two of the default three 168h seasons (history: 504h uses all "
+        "three). With less than a season and 24 steps of history it forecasts the last hour's mean "
+        '(method "recent-level").',
+    )
     cel_rules = (at_least("season", "1s"),)
 
 
@@ -61,6 +71,12 @@ class TimesFMBackend(APIModel):
         default=True,
     )
 
+    notes = (
+        "With useQuantileHead, the width of the model's band (its median to its 0.9 quantile) scales the "
+        "offsets calibration adds to its forecast (PredictiveScaler spec.policy): a forecast the model is "
+        "less sure of than usual provisions more. Without it, calibration works from the forecast's past "
+        "errors alone.",
+    )
     cel_rules = (at_least("timeout", "1ms"),)
 
 

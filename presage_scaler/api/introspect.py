@@ -22,6 +22,12 @@ def type_description(model: type[APIModel]) -> str:
     return " ".join(inspect.cleandoc(model.__doc__ or "").split())
 
 
+def noted(description: str, model: type[APIModel] | None) -> str:
+    """A description followed by the ``notes`` of the type it describes, a paragraph each."""
+    notes = model.notes if model is not None else ()
+    return "\n\n".join([description, *(" ".join(note.split()) for note in notes)]) if notes else description
+
+
 def _strip(tp: Any, metadata: tuple[Any, ...] = ()) -> tuple[Any, tuple[Any, ...]]:
     """Unwrap ``Optional`` and ``Annotated`` down to the base type, collecting metadata."""
     while True:

@@ -121,6 +121,14 @@ _RESOLUTION = (
     "its context reaches. At 5m with a 16k-point context you get ~57 days, which comfortably covers "
     "weekly seasonality. At 1m you get ~11 days, which does not."
 )
+_SIGNAL_NOTE = (
+    "The range query ends at the last whole resolution step. Steps with no sample are gaps: filled by "
+    "linear interpolation between samples, and after the newest sample with its value, and counted in "
+    "signalStatuses[].gapSteps. A signal whose newest sample is older than the sizing window (the lead "
+    "time plus the interval) and than 3 steps of its resolution is stale: the evaluation fails with "
+    "SignalStale, naming the signal and the sample's age, the scaler is Degraded and keeps serving its "
+    "last good recommendation while that is fresh, as for any failed evaluation."
+)
 _SIGNAL_RULES = (
     at_least("resolution", "1s"),
     Rule(
@@ -145,6 +153,7 @@ class Signal(APIModel):
     )
     resolution: Duration = field(_RESOLUTION, default="5m")
 
+    notes = (_SIGNAL_NOTE,)
     cel_rules = (
         Rule(
             cel="has(self.prometheus)",
@@ -176,6 +185,7 @@ class NamedSignal(APIModel):
     prometheus: PrometheusQuery = field("Prometheus reads this signal from a Prometheus-compatible endpoint.")
     resolution: Duration = field(_RESOLUTION, default="5m")
 
+    notes = (_SIGNAL_NOTE,)
     cel_rules = _SIGNAL_RULES
 
 
@@ -200,6 +210,13 @@ class ForecastSpec(APIModel):
         "Horizon is how far ahead to forecast. It must be at least the lead time; forecasting further is "
         "harmless and makes the projected curve useful for dashboards. Defaults to 4x the resolved lead time.",
         default=None,
+    )
+
+    notes = (
+        "The horizon requested, the default 4x the lead time or an explicit one, is raised to the sizing "
+        "window (the lead time plus the interval) when that is longer, so that the horizon never changes what "
+        "is sized, and cut to the backend's maxHorizon. The SpecAdjusted condition reports either, with "
+        "HorizonRaised or HorizonCut and the steps asked for and used.",
     )
 
 
@@ -340,6 +357,31 @@ class PolicySpec(APIModel):
         "upper tail, so this automatically provisions more when the model is unsure. Uncertainty should buy "
         "capacity, not hesitation.",
         default="0.9",
+    )
+
+    notes = (
+        "Sizing window. A count decided now must serve every step from the next one up to the lead time plus "
+        "the interval: pods added now are ready one lead time later, and the count holds until the next "
+        "evaluation's pods are. Each signal is sized for the highest demand over that window at "
+        "targetQuantile, signalStatuses[].sizedTo, and needs ceil((sizedTo + headroom) / capacity) replicas.",
+        "Calibration. sizedTo = reference + noise x bandRatio x score, all in signalStatuses[].calibration but "
+        "the score. The reference is the backend's highest point forecast over the window, held at the peak "
+        "of the last 15 minutes unless the backend's own would have sized at least 5% less over the last "
+        "day, and blended with the last hour's mean or with the same window yesterday where that would have "
+        "sized at least 10% less. The noise is the signal's recent step-to-step change. The bandRatio is the "
+        "square root of the backend's band width now (its median to its 0.9 quantile over the window) over "
+        "its mean at the scored forecasts, within [0.5, 2]: a forecast the backend is less sure of than usual "
+        "provisions more. It is used where the backend's band has told where its errors fall, sizing no "
+        "more over the last day than the noise alone; otherwise, and without a band (useQuantileHead false), "
+        "it is 1: calibrated from errors alone. The "
+        "score is the targetQuantile of how far the highest demand landed above the reference, in the same "
+        "units, over the backend's forecasts of the last day: one every 10 minutes, at most 144, so that "
+        "targetQuantile of windows are covered (status.shadow.quantileCoverage measures it). When the "
+        "forecast made at this time yesterday missed by more than the day's 0.9 quantile of misses, that "
+        "miss is expected again: the targetQuantile and scaleDownQuantile values are raised alike, so the "
+        "guard's spread stays the calibrated band's. With fewer than 12 scored forecasts (a new TimesFM "
+        "scaler's first two hours) sizedTo is the backend's own targetQuantile band, its highest over the "
+        "window, and signalStatuses[].sizedBy is Uncalibrated.",
     )
 
     cel_rules = (
@@ -516,6 +558,16 @@ class RecommendationBreakdown(APIModel):
     predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")
     reactive: Int32 | None = field("Reactive is the replica count the reactive floor would have chosen.", default=None)
 
+    notes = (
+        "Predictive is the largest over signals of signalStatuses[].replicas, ceil((sizedTo + headroom) / "
+        "capacity), where sizedTo is the calibrated targetQuantile forecast of the highest demand over the "
+        "sizing window. That forecast includes the hold at the peak of the last 15 minutes: "
+        "signalStatuses[].sizedBy is RecentPeak when that peak, not the backend's forecast, set it. Reactive "
+        "is the largest over signals of signalStatuses[].reactive, and at least 1. BindingSignal is the signal "
+        "that set the count: the one whose forecast requires predictive replicas, or, when the reactive floor "
+        "is above that (constraint ReactiveFloor), the one whose floor it is.",
+    )
+
 
 class LastForecast(APIModel):
     """LastForecast describes the binding signal's forecast."""
@@ -523,6 +575,13 @@ class LastForecast(APIModel):
     backend: str = field("Backend that produced it.")
     generated_at: Timestamp = field("GeneratedAt is when the forecast was produced.")
     lead_time_seconds: Int64 = field("LeadTimeSeconds actually used for this forecast.")
+    method: str | None = field(
+        "Method says how the backend made this forecast when it is not its normal path, as the backend "
+        'reports it: SeasonalNaive\'s "recent-level" fallback or "seasonal-naive (2 of 3 cycles)" with fewer '
+        "seasons of history than cycles, TimesFM's interpolated or extrapolated quantile levels or \"point "
+        'forecast only (useQuantileHead: false)". Absent on the normal path.',
+        default=None,
+    )
     model: str | None = field("Model identifier reported by the backend, if any.", default=None)
     point: MeasuredString = field("Point is the point forecast at the lead time.")
     quantiles: dict[str, MeasuredString] | None = field(
@@ -536,14 +595,75 @@ class LastForecast(APIModel):
     )
 
 
+SizedBy = Literal["Forecast", "RecentPeak", "Blend", "Uncalibrated"]
+
+
+class WindowCalibration(APIModel):
+    """WindowCalibration is how a signal's sizedTo was calibrated on the backend's own recent errors."""
+
+    backend_share: MeasuredString | None = field(
+        "BackendShare is the backend's weight in the reference (1, 0.75, 0.5, 0.25 or 0); the rest is blendedWith's.",
+        default=None,
+    )
+    band_ratio: MeasuredString | None = field(
+        "BandRatio multiplies the calibrated offset: the square root of the backend's band width now over "
+        "its mean at the scored forecasts, within [0.5, 2]; 1 when the backend reports no band, or when "
+        "scaling by it would have sized more over the last day than the noise alone (bandSaving).",
+        default=None,
+    )
+    band_saving: MeasuredString | None = field(
+        "BandSaving is how much less sizing in the unit the backend's band scales would have provisioned "
+        "over the last day than in the noise's alone, as a share (negative: more, and the band is not used); "
+        "absent when the backend reports no band.",
+        default=None,
+    )
+    blended_with: Literal["LastHour", "Yesterday"] | None = field(
+        "BlendedWith is the reference's partner when backendShare is below 1: the last hour's mean demand, "
+        "or the highest demand of the same window the day before.",
+        default=None,
+    )
+    held_at_recent_peak: bool | None = field(
+        "HeldAtRecentPeak says whether the backend's highest point forecast was held at recentPeak.",
+        default=None,
+    )
+    noise: MeasuredString | None = field(
+        "Noise is the signal's recent step-to-step change, the unit the errors are measured in.", default=None
+    )
+    recent_peak: MeasuredString | None = field("RecentPeak is the highest demand of the last 15 minutes.", default=None)
+    reference: MeasuredString | None = field(
+        "Reference is what sizedTo is calibrated from: the backend's highest point forecast over the sizing "
+        "window, held at recentPeak and blended as said here.",
+        default=None,
+    )
+    scored_forecasts: Int32 = field(
+        "ScoredForecasts is how many of the backend's forecasts of the last day were scored against the "
+        "demand that followed; below 12 sizedTo is uncalibrated.",
+        minimum=0,
+    )
+
+
 class SignalStatus(APIModel):
     """SignalStatus is the per-signal view of one evaluation."""
 
+    calibration: WindowCalibration | None = field(WindowCalibration.__doc__ or "", default=None)
     forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
     gap_steps: Int32 | None = field("GapSteps is how many steps of the query window were gap-filled.", default=None)
     name: str = field('Name of the signal: signals[].name, or "default" for the single-signal form.')
     observed: MeasuredString = field("Observed is the latest sampled value.")
+    reactive: Int32 | None = field(
+        "Reactive is the replica count this signal's reactive floor requires: ceil(observed x (1 + "
+        "bufferSize) / capacity) for a percentage, ceil(observed / capacity) + bufferSize for replicas. "
+        "Absent when the floor is disabled.",
+        default=None,
+    )
     replicas: Int32 = field("Replicas this signal alone would have required.")
+    sized_by: SizedBy | None = field(
+        'SizedBy says what set sizedTo: "Forecast", the backend\'s forecast calibrated on its errors; '
+        '"RecentPeak", the peak of the last 15 minutes, above the backend\'s forecast; "Blend", the '
+        "backend's forecast blended with calibration.blendedWith; \"Uncalibrated\", the backend's own band "
+        "(too few past forecasts scored).",
+        default=None,
+    )
     sized_to: MeasuredString | None = field(
         "SizedTo is what this signal's replicas were sized to: the calibrated targetQuantile forecast of the "
         "highest demand over the sizing window (from the next step up to the lead time plus the interval), so "
@@ -661,6 +781,11 @@ class CalibrationForecast(APIModel):
     observed and scored."""
 
     reference: MeasuredString = field("Reference is the highest point forecast over the sizing window.")
+    spread: MeasuredString | None = field(
+        "Spread is the widest the backend's band from its median to its 0.9 quantile was over the sizing "
+        "window; absent when the backend reported no band.",
+        default=None,
+    )
     time: Timestamp = field("Time is the time of the newest history point the forecast was made from.")
     window: Int32 = field("Window is the sizing window in steps of the signal's resolution.", minimum=1)
 

@@ -22,6 +22,7 @@ class Reason(StrEnum):
     NO_DATA = "NoData"
     INVALID_VALUE = "InvalidValue"
     INVALID_CAPACITY = "InvalidCapacity"
+    SIGNAL_STALE = "SignalStale"
     # The forecast backend.
     FORECAST_FAILED = "ForecastFailed"
     BACKEND_NOT_FOUND = "BackendNotFound"
@@ -77,6 +78,7 @@ FAILURES: frozenset[Reason] = frozenset(
         Reason.NO_DATA,
         Reason.INVALID_VALUE,
         Reason.INVALID_CAPACITY,
+        Reason.SIGNAL_STALE,
         Reason.FORECAST_FAILED,
         Reason.BACKEND_NOT_FOUND,
         Reason.BACKEND_NOT_READY,

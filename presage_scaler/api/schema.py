@@ -274,6 +274,9 @@ class APIModel(BaseModel):
         frozen=True,
     )
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    notes: ClassVar[tuple[str, ...]] = ()
+    """Paragraphs on how presage uses the type, after its description: the reference prints them under
+    the type's heading and the CRDs append them to its description, which ``kubectl explain`` shows."""
 
     @model_validator(mode="before")
     @classmethod

@@ -35,6 +35,9 @@ class HindcastRequest:
     """Steps ahead each past forecast covers."""
     origins: np.ndarray
     """History lengths to forecast from: origin ``e`` forecasts from ``history.values[:e]``."""
+    band: tuple[float, float] | None = None
+    """Two quantile levels, lower first, whose band width over the window each past forecast also
+    reports (:attr:`Hindcast.spreads`); None: none asked for."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Hindcast:
     references: np.ndarray
     """Per origin, the highest point forecast over the window from that origin; NaN where the
     backend would have made none."""
+    spreads: np.ndarray | None = None
+    """Per origin, the widest the band between the request's two ``band`` levels was over the window
+    from that origin (:func:`band_spread`); None when the request asked for none."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,13 @@ class Forecast:
     def point_at(self, step_index: int) -> float:
         """The point forecast for the given step, clamped into the forecast's range."""
         return float(self.point[min(max(step_index, 0), len(self.point) - 1)])
+
+
+def band_spread(lower: np.ndarray, upper: np.ndarray, window: int) -> float:
+    """How unsure a forecast is over its first ``window`` steps: the widest its band between two
+    quantile levels is there (at least 0). Every backend's hindcast spreads and calibration's current
+    one are this, so they compare like with like."""
+    return max(0.0, float(np.max(upper[:window] - lower[:window])))
 
 
 @dataclass(frozen=True)

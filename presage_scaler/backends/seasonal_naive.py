@@ -66,7 +66,9 @@ Hindcast
     with the path and ``c`` of the current forecast (NaN where that path has nothing to forecast
     from: ``e < S`` on the seasonal path, ``e < 1`` or ``e > n``). Computed with the same
     arithmetic as the current forecast, so at ``e = n`` it would be exactly the maximum of the first
-    ``w`` steps of the point forecast.
+    ``w`` steps of the point forecast. When the request also names a ``band`` of two levels, the
+    widest that band was over those ``w`` steps (its quantiles from the residuals before ``e``, as
+    above; NaN where there were none), :func:`presage_scaler.backends.base.band_spread`.
 
 Bands are clipped at 0 when the whole history is non-negative (demand); the point then is already
 at least 0. Quantiles are non-decreasing in ``q`` at every step (enforced after interpolation, so
@@ -84,6 +86,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from presage_scaler.api.forecast_backend import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.api.quantities import format_duration
@@ -312,23 +315,30 @@ class SeasonalNaive:
             if request.history.step != step or len(request.history.values) != end - begin or end <= begin:
                 raise ValueError(f"request history does not match the series window [{begin}, {end})")
         season_steps, season_notes = self._season_steps(step)
-        groups: dict[tuple[_Path, int, int, tuple[float, ...]], list[int]] = {}
+        groups: dict[tuple[_Path, int, int, tuple[float, ...], tuple[float, float] | None], list[int]] = {}
         for i, ((begin, end), request) in enumerate(zip(spans, requests, strict=True)):
-            window = 0
+            window, spread_levels = 0, None
             if request.hindcast is not None:
-                window = request.hindcast.window
+                window, spread_levels = request.hindcast.window, request.hindcast.band
                 if window < 1:
                     raise BackendRejected(f"hindcast window must be at least 1 step, got {window}")
+                if spread_levels is not None:
+                    _levels_of(spread_levels)
             path = self._path(end - begin, season_steps, step)
-            groups.setdefault((path, request.horizon, window, tuple(_levels_of(request.quantiles))), []).append(i)
+            key = (path, request.horizon, window, tuple(_levels_of(request.quantiles)), spread_levels)
+            groups.setdefault(key, []).append(i)
         results: dict[int, Forecast] = {}
-        for (path, horizon, window, levels), members in groups.items():
+        for (path, horizon, window, levels, spread_levels), members in groups.items():
             group = [spans[i] for i in members]
             begins = np.array([begin for begin, _ in group])
             ends = np.array([end for _, end in group])
             points = path.points(values, begins, ends, horizon)
             past = _hindcasts(path, group, [requests[i] for i in members])
-            peaks = path.points(values, past.starts, past.origins, window).max(axis=1) if window else np.zeros(0)
+            past_points = path.points(values, past.starts, past.origins, window) if window else np.zeros((0, 0))
+            peaks = past_points.max(axis=1) if window else np.zeros(0)
+            spreads = np.zeros(0)
+            if spread_levels is not None and len(past.origins):
+                spreads = self._spreads(values, past.starts, past.origins, past_points, path, np.sort(spread_levels))
             negatives = np.concatenate(([0], np.cumsum(values[begins.min() : ends.max()] < 0)))
             demand = negatives[ends - begins.min()] == negatives[begins - begins.min()]
             spans_used = _band_spans(path, ends - begins)
@@ -340,9 +350,14 @@ class SeasonalNaive:
                 answer = None
                 hindcast = requests[members[row]].hindcast
                 if hindcast is not None:
+                    rows = slice(*past.bounds[row])
                     references = np.full(len(hindcast.origins), np.nan)
-                    references[past.asked[row]] = peaks[slice(*past.bounds[row])]
-                    answer = Hindcast(origins=hindcast.origins, references=references)
+                    references[past.asked[row]] = peaks[rows]
+                    answered_spreads = None
+                    if spread_levels is not None:
+                        answered_spreads = np.full(len(hindcast.origins), np.nan)
+                        answered_spreads[past.asked[row]] = spreads[rows] if len(spreads) else np.zeros(0)
+                    answer = Hindcast(origins=hindcast.origins, references=references, spreads=answered_spreads)
                 results[members[row]] = Forecast(
                     point=points[row],
                     quantiles={level: band[k] for k, level in enumerate(levels)},
@@ -371,6 +386,42 @@ class SeasonalNaive:
         if path.cycles == self.cycles:
             return offsets, ""  # the normal path: nothing to report beyond the model's identity
         return offsets * math.sqrt(self.cycles / path.cycles), f"{SEASONAL} ({path.cycles} of {self.cycles} cycles)"
+
+    def _spreads(
+        self,
+        values: np.ndarray,
+        starts: np.ndarray,
+        origins: np.ndarray,
+        points: np.ndarray,
+        path: _Path,
+        band: np.ndarray,
+    ) -> np.ndarray:
+        """:func:`band_spread` of the forecast from each history ``values[start:origin]`` over the
+        ``points.shape[1]`` steps of its ``points``, between the two ``band`` levels: the band
+        :meth:`forecast_windows` reports, with the path and cycles of the current forecast, clipped at
+        0 where that history is demand; NaN where the history holds no residual to measure it from.
+
+        Histories that have the same band (the same residuals, each over the same number of cycles)
+        share one computation: a backtest's hindcasts from one origin repeat across decisions."""
+        spreads = np.full(len(origins), np.nan)
+        used = _band_spans(path, origins - starts)
+        some = np.flatnonzero(used > 0)
+        if not len(some):
+            return spreads
+        starts, origins, used, points = starts[some], origins[some], used[some], points[some]
+        keys = [origins, used]
+        if isinstance(path, _SeasonalPath):
+            # Where each history's residuals gain a cycle: its start's k-th season, within the residuals read.
+            keys += [np.clip(starts + k * path.season, origins - used, origins) for k in range(2, path.cycles + 1)]
+        first, inverse = _distinct(keys)
+        offsets, _ = self._bands(values, starts[first], origins[first], used[first], path, points.shape[1], band)
+        low = int(starts.min())
+        negatives = np.concatenate(([0], np.cumsum(values[low : int(origins.max())] < 0)))
+        demand = negatives[origins - low] == negatives[starts - low]
+        bands = points[:, np.newaxis, :] + offsets[inverse]
+        np.maximum(bands, 0.0, out=bands, where=demand[:, np.newaxis, np.newaxis])
+        spreads[some] = np.maximum(0.0, (bands[:, 1] - bands[:, 0]).max(axis=1))
+        return spreads
 
     def _notes(self, n: int, step: timedelta, path: _Path, used: int) -> list[str]:
         """What a forecast from ``n`` points on ``path`` says about how it was made."""
@@ -443,6 +494,21 @@ def from_spec(name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession 
     return SeasonalNaive.from_settings(spec.seasonal_naive_or_default, name)
 
 
+def _distinct(keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose ``keys`` (columns of equal length) first take each distinct value, and for
+    every row the position of its value among those."""
+    order = np.lexsort(keys[::-1])
+    changed = np.zeros(len(order), dtype=bool)
+    changed[0] = True
+    for key in keys:
+        ordered = key[order]
+        changed[1:] |= ordered[1:] != ordered[:-1]
+    group = np.cumsum(changed) - 1
+    inverse = np.empty(len(order), dtype=np.intp)
+    inverse[order] = group
+    return order[changed], inverse
+
+
 def _levels_of(quantiles: Sequence[float]) -> np.ndarray:
     """The requested levels, sorted and de-duplicated; refused outside (0, 1)."""
     levels = np.array(sorted(set(quantiles)), dtype=np.float64)
@@ -482,6 +548,20 @@ def _seasonal_bands(
     """Unwidened band offsets (``rows × levels × 1``) of the seasonal path, from the last ``used[r]``
     plain residuals of each history ``values[begin:end]``."""
     s = season_steps
+    firsts = ends - used
+    count = np.minimum(cycles, (firsts - begins) // s)
+    if len(used) and used.min() == used.max() and (count == np.minimum(cycles, (ends - 1 - begins) // s)).all():
+        # The usual case (every history's residuals of one length, each over its own single cycle
+        # count): read them as windows of one residual series per count, with no position matrices.
+        width = int(used[0])
+        residuals = np.empty((len(ends), width))
+        for k in np.unique(count).tolist():
+            rows = np.flatnonzero(count == k)
+            span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
+            lagged = sum(values[span - j * s] for j in range(1, k + 1))
+            windows = sliding_window_view(values[span] - lagged / k, width)
+            residuals[rows] = windows[firsts[rows] - int(span[0])]
+        return _empirical_quantiles(residuals, levels)[:, :, np.newaxis]
     positions, real = _last_positions(ends, used)
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
     # Consecutive histories share most residuals: compute each position's residual once per cycle
@@ -519,8 +599,8 @@ def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray, real: np.ndarr
     (``rows × levels``), made non-decreasing; with ``real``, each row's samples are only where it
     says (at least one per row).
 
-    Same numbers as ``np.quantile``: rows of one size select only the order statistics needed,
-    rows of several sizes are sorted.
+    Same numbers as ``np.quantile``: rows are sorted, those of several sizes with the missing
+    samples last.
     """
     rows, width = samples.shape
     if not levels.size:
@@ -529,7 +609,8 @@ def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray, real: np.ndarr
         position = levels * (width - 1)
         below = np.floor(position).astype(np.intp)
         above = np.minimum(below + 1, width - 1)
-        ordered = np.partition(samples, np.concatenate((below, above)), axis=1)
+        # A sort: numpy's partition at several positions costs more than sorting rows this short.
+        ordered = np.sort(samples, axis=1)
         values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
     else:
         ordered = np.sort(np.where(real, samples, np.inf), axis=1)

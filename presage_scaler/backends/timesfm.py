@@ -7,10 +7,13 @@ points) before sending, and a horizon above its ``maxHorizon`` is refused withou
 
 Quantiles. The server serves the model's deciles as they are, levels between them interpolated and
 levels outside them (0.95, 0.99) extrapolated; the response says which, and so does the forecast
-here: ``Forecast.method`` names the interpolated or extrapolated levels (the evaluator appends it to
-``lastForecast.model``) and ``notes`` say from which deciles. With ``useQuantileHead: false`` the
-server is asked for the point forecast only, so every level is the point forecast (the median), as
-the API documents: ``method`` is then ``"point forecast only (useQuantileHead: false)"``.
+here: ``Forecast.method`` names the interpolated or extrapolated levels (``lastForecast.method``)
+and ``notes`` say from which deciles. With ``useQuantileHead: false`` the server is asked for the
+point forecast only, so every level is the point forecast (the median), as the API documents:
+``method`` is then ``"point forecast only (useQuantileHead: false)"``, and the band between the
+levels is 0, so calibration sizes from the forecast's past errors alone
+(:mod:`presage_scaler.engine.calibration`, Band ratio). With the quantile head, a band wider than
+the model's usual provisions more.
 
 Identity. ``identity.backend`` is the ForecastBackend's name; ``model`` and ``revision`` are what the
 server last reported, in ``GET /v1/model`` (:meth:`TimesFMClient.describe`, the ForecastBackend probe)

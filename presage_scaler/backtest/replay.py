@@ -36,7 +36,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.engine.calibration import CalibrationState, answered, window_forecasts
+from presage_scaler.engine.calibration import BAND_LEVELS, CalibrationState, answered, window_forecasts
 from presage_scaler.engine.evaluator import (
     SignalData,
     SignalSpec,
@@ -160,7 +160,7 @@ class DecisionFeed:
         self._points = history_points(self.signal_spec, self.backend)
         self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
         policy = self.spec.policy
-        self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *self.levels}))
+        self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *BAND_LEVELS, *self.levels}))
 
     def _span(self, step: int) -> tuple[int, int]:
         """The signal points a decision at trace step ``step`` sees: ``[begin, end)``."""
@@ -274,7 +274,7 @@ class PresagePolicy:
         window = recommendation.windows[0]
         self._replicas.append(recommendation.replicas)
         self._upper.append(window.quantiles[policy.target_quantile])
-        self._lower.append(window.quantiles[policy.scale_down_quantile])
+        self._lower.append(window.lower(policy.target_quantile, policy.scale_down_quantile))
         self._calibrated.append(window.calibrated)
         self._constraints.append(recommendation.decision.constraint)
         return recommendation.replicas

@@ -13,8 +13,8 @@ from functools import partial
 from presage_scaler.api.constraints import FORECAST
 from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.api.quantities import plain_number
-from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.engine.evaluator import Recommendation, SignalSource, SignalSpec
+from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, ModelIdentity
+from presage_scaler.engine.evaluator import Recommendation, SignalRead, SignalSource, SignalSpec
 from presage_scaler.engine.shadow import ShadowSummary
 from presage_scaler.observability.metrics import (
     CONSTRAINT_LABELS,
@@ -164,7 +164,7 @@ class TimedSignalSource:
         self._source = source
         self._metrics = metrics
 
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
         with _timed(partial(self._metrics.observe_prometheus_call, "range")):
             return await self._source.range(signal, now, max_points)
 

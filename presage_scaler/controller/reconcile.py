@@ -123,9 +123,13 @@ def _ready_condition(
 
 def _explain(rec: Recommendation) -> str:
     b = rec.breakdown
+    binding = next(s for s in rec.signal_statuses if s.name == b.binding_signal)
+    calibration = binding.calibration
+    scored = calibration.scored_forecasts if calibration is not None else 0
     return (
         f"recommended {rec.replicas} replicas: signal {b.binding_signal} binds, "
         f"forecast {rec.last_forecast.point:g} at lead time {rec.last_forecast.lead_time_seconds}s, "
+        f"sized to {binding.sized_to:g} ({binding.sized_by}, {scored} past forecasts scored), "
         f"predictive {b.predictive}, reactive {b.reactive}, constraint {b.constraint or 'none'}"
     )
 

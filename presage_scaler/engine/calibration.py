@@ -32,7 +32,7 @@ Yesterday
 Reference
     ``ρ(o) = b·β(o) + (1 - b)·π(o)``, one partner ``π`` (the level ``ℓ`` or yesterday's ``Y``) and
     one backend weight ``b`` per current forecast, chosen among BLEND_WEIGHTS by what each would have
-    cost over the day: ``c = mean max(0, ρ(o) + σ(o) · s(p))`` over the scored origins (without the
+    cost over the day: ``c = mean max(0, ρ(o) + κ(o) · s(p))`` over the scored origins (without the
     0 where the history has negative values), ``s(p)`` the plain conformal quantile of its scores at
     ``p`` = SELECTION_LEVEL, i.e. the mean of what that quantile would have sized to. (Unclipped, a
     partner far above a quiet day's demand, yesterday's traffic during an outage say, has hugely
@@ -58,8 +58,25 @@ Scale
     score's spread, while still following a change of regime. Never narrower than a tenth of the
     day's typical noise (a flat spell would otherwise divide by zero), nor, where the day did not
     move at all, than FLAT_SCALE of its mean absolute level.
+Backend band
+    ``υ(o)``: how wide the backend's band between its BAND_LEVELS was over the window, at its widest
+    (:func:`presage_scaler.backends.base.band_spread`), as the backend reported it at origin ``o``
+    (a hindcast's, a record's) or now (``υ(n)``, from the current forecast).
+Band ratio
+    ``u(o) = clip(υ(o) / ῡ, BAND_RATIO_RANGE) ^ BAND_EXPONENT``, ``ῡ`` the mean of ``υ`` over the
+    scored origins where it is known: how much less sure of its forecast the backend was than
+    usual. 1 at an origin whose band is not known, and everywhere when ``υ(n)`` is not known or
+    ``ῡ`` is 0 (a point forecast only: the errors alone calibrate it). The clip keeps one wild band
+    from sizing far off; the square root keeps a band that drifts over the day (SeasonalNaive's
+    after an outage) from moving coverage by more than the errors correct.
+Unit
+    ``κ(o) = σ(o) · u(o)``: the noise level, widened where the backend was less sure than usual and
+    narrowed where it was surer, where the band has told where the errors fall: the blend below is
+    chosen in both units, and the band's is used where its chosen blend's ``c`` is at least
+    BAND_SAVING of the noise's lower; otherwise ``κ = σ``. A band as much wider everywhere changes
+    nothing: the scores are measured against the errors that followed it.
 Score
-    ``s(o) = (M(o) - ρ(o)) / σ(o)``, for the past origins whose window has been observed: at most
+    ``s(o) = (M(o) - ρ(o)) / κ(o)``, for the past origins whose window has been observed: at most
     MAX_FORECASTS, one every SPAN / MAX_FORECASTS (at least one step) over the last SPAN.
 Same time yesterday
     ``a``: the score of the forecast made one day before the current one (origin ``n - D``, ``D`` =
@@ -68,12 +85,12 @@ Same time yesterday
     morning rush the seasonal profile under-forecasts), and a quantile of all the day's errors
     spends its misses exactly there.
 Forecast
-    ``Q_q = ρ(n) + σ(n) · t_q``, clipped at 0 when the history is non-negative, with ``s(p)`` the
+    ``Q_q = ρ(n) + κ(n) · t_q``, clipped at 0 when the history is non-negative, with ``s(p)`` the
     ``⌈(m + 1)·p⌉``-th smallest of the ``m`` scores (the smallest when that rank is below 1, the
     largest above ``m``). Without ``a`` (less than a day of history, or no recorded forecast near
     it), ``t_q = s(q)``: the conformal quantile. With it, a miss yesterday beyond all but the
     largest ``1 - T`` of the day's errors (``a ≥ s(T)``, ``T`` = ANALOG_RANK) is expected again, as
-    large in demand as it was: ``t_q = max(a · r, s(L_q))`` with ``r = σ(n - D) / σ(n)`` clipped
+    large in demand as it was: ``t_q = max(a · r, s(L_q))`` with ``r = κ(n - D) / κ(n)`` clipped
     to ANALOG_SCALE_RANGE; otherwise ``t_q = s(L_q)``. (A job that recurs at this time adds the same
     demand whatever today's noise level before it; in score units a calmer hour today would shrink
     it. The clip keeps a quarter hour far noisier or calmer than today's from setting it.) ``L_q``
@@ -83,6 +100,12 @@ Forecast
     ``L_q = (q - (1 - T²)/2) / T`` up to ``q = (1 + T²)/2``, ``√(2q - 1)`` above it, and 0 for the
     levels below ``(1 - T²)/2``, which then cover a little more than ``q``. At 0.9, ``L_q`` is
     0.894. ``L_q`` grows with ``q``: the quantiles never cross.
+Guard's lower value
+    The scaleDownQuantile value the uncertainty guard reads is the band's, ``ρ(n) + κ(n) · b_λ``
+    with ``b_λ`` the ``t_λ`` without ``a`` (``s(L_λ)``, or ``s(λ)``), raised by as much as ``a``
+    raised the targetQuantile value ``τ``: ``Q_τ - κ(n) · b_τ``. Yesterday's miss raises both
+    alike, so the spread the guard measures is the calibrated band's, never closed to 0 by it
+    (:meth:`WindowForecast.lower`).
 
 After its first day the realised window maximum is at or below ``Q_q`` a fraction ``q`` of the time,
 to within how much the errors change from one day to the next; backtests and ``status.shadow``
@@ -92,11 +115,11 @@ Where the past forecasts come from. Every forecast request asks the backend what
 forecast from the origins of the last day (:func:`hindcast_request`). A backend that can answer
 cheaply (SeasonalNaive) does so in the same call: nothing is stored, and a restarted or brand-new
 scaler is calibrated from its first evaluation. For any other backend (TimesFM) presage records each
-backend reference ``β`` as it is made (at most one per SPAN / MAX_FORECASTS) in
+backend reference ``β`` and band ``υ`` as they are made (at most one per SPAN / MAX_FORECASTS) in
 :class:`CalibrationState`, which the controller keeps in ``status`` so that a restart keeps it too;
-the levels ``ℓ`` and peaks ``P`` are recomputed from the history. With fewer than MIN_SCORES scores
-the backend's own per-step band is used instead (its maximum over the window), and the forecast is
-reported as uncalibrated.
+the levels ``ℓ``, peaks ``P`` and noise ``σ`` are recomputed from the history. With fewer than
+MIN_SCORES scores the backend's own per-step band is used instead (its maximum over the window), and
+the forecast is reported as uncalibrated.
 """
 
 from __future__ import annotations
@@ -110,7 +133,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from presage_scaler.api.predictive_scaler import CALIBRATION_MAX_FORECASTS, CalibrationForecast, SignalCalibration
-from presage_scaler.backends.base import Forecast, HindcastRequest, History
+from presage_scaler.backends.base import Forecast, HindcastRequest, History, band_spread
 from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_maxima, window_sums
 from presage_scaler.series.timegrid import steps_for
 
@@ -164,6 +187,28 @@ YESTERDAY_SAVING = 0.05
 the blend with the level it replaces: a second partner chosen on the same day's errors wins more
 often by chance. Checked by ``benchmarks/bench_backtest.py``."""
 
+BAND_LEVELS = (0.5, 0.9)
+"""The backend's band whose width says how unsure it is: its median to its 0.9 quantile. Asked for
+with every forecast and hindcast whatever the policy's levels, so that one level's numbers never
+depend on which others are asked for."""
+
+BAND_RATIO_RANGE = (0.25, 4.0)
+"""How far the backend's band at one origin may be taken as wider or narrower than its mean over the
+scored forecasts: one forecast whose band is wild (a model far outside what it was trained on) moves
+the unit by at most the BAND_EXPONENT power of this."""
+
+BAND_SAVING = 0.0
+"""The band scales the unit only where it would have sized at least this share less over the day than
+the noise alone: a band that says nothing about where the errors fall (SeasonalNaive's trailing
+residuals, which lag the daily cycle by hours) widens the spread of the scores and costs capacity
+without covering more."""
+
+BAND_EXPONENT = 0.5
+"""The power of the band ratio that scales the score unit: with the ratio itself, a band that narrows
+over the day as an outage leaves SeasonalNaive's residuals covered 0.86 of the windows the day after
+for a 0.9 target (test_property_after_a_day_without_traffic_coverage_returns_to_nominal), 0.87 with
+its square root."""
+
 LEVEL = "level"
 """The blend partner ``ℓ``: the last hour's mean."""
 
@@ -211,6 +256,8 @@ class PastForecast:
     """Steps of the sizing window it covered."""
     reference: float
     """``β``: the backend's highest point forecast over that window."""
+    spread: float | None = None
+    """``υ``: the backend's band width over that window (BAND_LEVELS); None when not recorded."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +289,8 @@ class CalibrationState:
                 name=signal.name,
                 resolution=signal.step,
                 forecasts=[
-                    CalibrationForecast(time=f.origin, window=f.window, reference=f.reference) for f in signal.forecasts
+                    CalibrationForecast(time=f.origin, window=f.window, reference=f.reference, spread=f.spread)
+                    for f in signal.forecasts
                 ],
             )
             for signal in self.signals
@@ -257,7 +305,7 @@ class CalibrationState:
                     name=signal.name,
                     step=signal.resolution,
                     forecasts=tuple(
-                        PastForecast(origin=f.time, window=f.window, reference=f.reference)
+                        PastForecast(origin=f.time, window=f.window, reference=f.reference, spread=f.spread)
                         for f in signal.forecasts or ()
                     ),
                 )
@@ -288,19 +336,51 @@ class WindowForecast:
     unheld_saving: float = 0.0
     """Where it was not, how much less the backend's own reference would have sized over the day (a
     share)."""
+    bands: dict[float, float] | None = None
+    """Per level, the calibrated value before yesterday's miss is expected again (``ρ(n) + κ(n)·s``);
+    None: the same as ``quantiles``."""
+    backend_reference: float = math.nan
+    """``β(n)``: the backend's own highest point forecast over the window."""
+    recent_peak: float = math.nan
+    """``P(n)``: the highest demand of the last RECENT_PEAK (NaN while uncalibrated)."""
+    noise: float = math.nan
+    """``σ(n)``: the noise level the scores are measured in (NaN while uncalibrated)."""
+    band_ratio: float = 1.0
+    """``u(n)`` where the band scales the unit: the backend's band width now against its mean over the
+    scored forecasts (1: calibrated from errors alone)."""
+    band_known: bool = False
+    """Whether the backend reported its band now and at the scored origins, so that it was weighed."""
+    band_saving: float = 0.0
+    """How much less the band's unit would have sized over the day than the noise's alone (a share;
+    negative where it would have sized more, and then it is not used)."""
 
     @property
     def calibrated(self) -> bool:
         return self.scores >= MIN_SCORES
 
+    @property
+    def held_at_peak(self) -> bool:
+        """Whether the recent peak set the reference: held, and above the backend's own."""
+        return self.held and self.recent_peak > self.backend_reference
+
+    def lower(self, target: float, scale_down: float) -> float:
+        """The scaleDownQuantile value the uncertainty guard compares with the targetQuantile value:
+        the calibrated band's, raised by as much as yesterday's miss raised the target's, so that the
+        spread stays the band's."""
+        bands = self.bands or self.quantiles
+        return bands[scale_down] + (self.quantiles[target] - bands[target])
+
 
 @dataclass(frozen=True)
 class PastReferences:
-    """Past forecasts located in the current history: origin indices, windows and references."""
+    """Past forecasts located in the current history, oldest first: origin indices, windows and
+    references."""
 
     origins: np.ndarray
     windows: np.ndarray
     references: np.ndarray
+    spreads: np.ndarray
+    """``υ(o)``, NaN where the backend's band is not known."""
 
 
 def _spacing(step: timedelta) -> int:
@@ -312,7 +392,7 @@ def hindcast_request(n: int, window: int, step: timedelta) -> HindcastRequest:
     SPAN / MAX_FORECASTS (at least one step), back from the newest whose window has been observed,
     over the last SPAN, and the one from the same time the day before (``n - D``), newest first."""
     origins = n - _hindcast_offsets(window, step)
-    return HindcastRequest(window=window, origins=origins[origins >= 1])
+    return HindcastRequest(window=window, origins=origins[origins >= 1], band=BAND_LEVELS)
 
 
 @functools.lru_cache(maxsize=64)
@@ -330,29 +410,39 @@ def _hindcast_offsets(window: int, step: timedelta) -> np.ndarray:
 
 def _located(records: Sequence[PastForecast], n: int, newest: datetime, step: timedelta) -> PastReferences:
     """Recorded forecasts as origins in a history of ``n`` points whose newest point is at ``newest``."""
-    origins, windows, references = [], [], []
+    origins, windows, references, spreads = [], [], [], []
     for record in records:
         back, rest = divmod(newest - record.origin, step)
         if rest == timedelta(0) and 0 <= back < n:
             origins.append(n - back)
             windows.append(record.window)
             references.append(record.reference)
+            spreads.append(math.nan if record.spread is None else record.spread)
     return PastReferences(
         origins=np.array(origins, dtype=np.intp),
         windows=np.array(windows, dtype=np.intp),
         references=np.array(references, dtype=np.float64),
+        spreads=np.array(spreads, dtype=np.float64),
     )
 
 
 def remember(
-    records: Sequence[PastForecast], origin: datetime, window: int, reference: float, step: timedelta
+    records: Sequence[PastForecast],
+    origin: datetime,
+    window: int,
+    reference: float,
+    step: timedelta,
+    spread: float | None = None,
 ) -> tuple[PastForecast, ...]:
     """``records`` with this forecast added (unless one was recorded less than SPAN / MAX_FORECASTS
     ago) and those too old to score in the next day's evaluations dropped."""
     oldest = origin - SPAN - window * step
     kept = [r for r in records if oldest < r.origin < origin]
     if not kept or origin - kept[-1].origin >= _spacing(step) * step:
-        kept.append(PastForecast(origin=origin, window=window, reference=round(reference, STORED_DECIMALS)))
+        stored = None if spread is None else round(spread, STORED_DECIMALS)
+        kept.append(
+            PastForecast(origin=origin, window=window, reference=round(reference, STORED_DECIMALS), spread=stored)
+        )
     return tuple(kept[-MAX_RECORDS:])
 
 
@@ -384,11 +474,12 @@ def _rank(count: int, level: float) -> int:
 
 def _score_quantiles(
     scores: np.ndarray, offsets: np.ndarray, relative_scales: np.ndarray, window: int, levels: Sequence[float]
-) -> np.ndarray:
-    """``t_q`` (module docstring) of forecasts with the same number of scores, one per row of
-    ``scores`` (``forecasts × levels``); ``offsets`` are the scores' origins relative to the same time
+) -> tuple[np.ndarray, np.ndarray]:
+    """``t_q`` and, before yesterday's miss is expected again, the band's (module docstring) of
+    forecasts with the same number of scores, one row per row of ``scores`` (``forecasts × levels``
+    each); ``offsets`` are the scores' origins relative to the same time
     the day before, so ``a`` is the score nearest it, if less than ``window`` steps from it, and
-    ``relative_scales`` each score's ``r`` (``σ(o) / σ(n)``, clipped), which puts yesterday's miss in
+    ``relative_scales`` each score's ``r`` (``κ(o) / κ(n)``, clipped), which puts yesterday's miss in
     today's units."""
     count = scores.shape[1]
     plain = np.array([_rank(count, level) for level in levels], dtype=np.intp)
@@ -400,8 +491,8 @@ def _score_quantiles(
     analog = np.take_along_axis(scores, nearest, axis=1)
     beyond = known & (analog >= ordered[:, [extreme]])
     miss = analog * np.take_along_axis(relative_scales, nearest, axis=1)
-    sized = np.where(beyond, np.maximum(miss, ordered[:, based]), ordered[:, based])
-    return np.where(known, sized, ordered[:, plain])
+    band = np.where(known, ordered[:, based], ordered[:, plain])
+    return np.where(beyond, np.maximum(miss, band), band), band
 
 
 @dataclass(frozen=True)
@@ -412,6 +503,7 @@ class _Scored:
     origins: np.ndarray
     windows: np.ndarray
     references: np.ndarray
+    spreads: np.ndarray
     owners: np.ndarray
     """The forecast each origin belongs to."""
     bounds: list[tuple[int, int]]
@@ -419,7 +511,7 @@ class _Scored:
 
 
 def _scored(spans: Sequence[tuple[int, int]], pasts: Sequence[PastReferences]) -> _Scored:
-    origins, windows, references, owners, bounds = [], [], [], [], []
+    origins, windows, references, spreads, owners, bounds = [], [], [], [], [], []
     row = 0
     for i, ((begin, end), past) in enumerate(zip(spans, pasts, strict=True)):
         keep = (past.origins >= 2) & (past.origins + past.windows <= end - begin)
@@ -430,14 +522,20 @@ def _scored(spans: Sequence[tuple[int, int]], pasts: Sequence[PastReferences]) -
             origins.append(begin + past.origins[keep])
             windows.append(past.windows[keep])
             references.append(past.references[keep])
+            spreads.append(past.spreads[keep])
             owners.append(np.full(count, i))
         bounds.append((row, row + count))
         row += count
     if not row:
         none = np.zeros(0, dtype=np.intp)
-        return _Scored(none, none, np.zeros(0), none, bounds)
+        return _Scored(none, none, np.zeros(0), np.zeros(0), none, bounds)
     return _Scored(
-        np.concatenate(origins), np.concatenate(windows), np.concatenate(references), np.concatenate(owners), bounds
+        np.concatenate(origins),
+        np.concatenate(windows),
+        np.concatenate(references),
+        np.concatenate(spreads),
+        np.concatenate(owners),
+        bounds,
     )
 
 
@@ -496,11 +594,17 @@ def window_forecasts(
     ends = np.array([end for _, end in spans])
     realised, levels_then, levels_now = np.zeros(0), np.zeros(0), np.zeros(len(spans))
     yesterdays_then, yesterdays_now = np.zeros(0), np.zeros(len(spans))
-    past_scales, scales = np.zeros(0), np.full(len(spans), np.nan)
-    peaks_then, peaks_now = np.zeros(0), np.zeros(len(spans))
+    past_noises, past_scales = np.zeros(0), np.zeros(0)
+    noises, band_ratios = np.full(len(spans), np.nan), np.ones(len(spans))
+    band_known = np.zeros(len(spans), dtype=bool)
+    peaks_then, peaks_now = np.zeros(0), np.full(len(spans), np.nan)
     day = steps_for(ANALOG, step)
     if len(scored.origins):
-        past_scales, scales = _scales(values, step, scored, spans)
+        past_noises, noises = _scales(values, step, scored, spans)
+        band_then, band_ratios, band_known = _band_ratios(
+            scored, np.array([backend_spread(f, window) for f in forecasts])
+        )
+        past_scales = past_noises * band_then
         realised, yesterdays_then, yesterdays_now = _observed(values, scored, begins, ends, window, day)
         hour = steps_for(LEVEL_WINDOW, step)
         levels_then = trailing_means(values, scored.origins, begins[scored.owners], hour)
@@ -515,43 +619,58 @@ def window_forecasts(
     counts = np.array([last - first for first, last in scored.bounds])
     firsts = np.array([first for first, _ in scored.bounds])
     yesterday = ends - day
-    chosen = np.zeros((len(spans), len(levels)))
+    chosen, banded = np.zeros((len(spans), len(levels))), np.zeros((len(spans), len(levels)))
     weights, savings = np.ones(len(spans)), np.zeros(len(spans))
     partners = np.zeros(len(spans), dtype=np.intp)  # each forecast's partner, a position in PARTNERS
     held, unheld_savings = np.ones(len(spans), dtype=bool), np.zeros(len(spans))
+    banded_unit, band_savings = np.zeros(len(spans), dtype=bool), np.zeros(len(spans))
     for count in np.unique(counts[counts > 0]).tolist():
         these = np.flatnonzero(counts == count)
         rows = firsts[these, np.newaxis] + np.arange(count)
         known = np.isfinite(yesterdays_then[rows]).all(axis=1) & np.isfinite(yesterdays_now[these])
         then = np.stack((levels_then[rows], np.nan_to_num(yesterdays_then[rows])))
-        # Held and unheld are chosen in one pass, as twice the forecasts: what a pass costs is mostly
-        # per numpy call, not per row.
+        # Held and unheld, each in the noise's unit and in the unit the backend's band scales, are
+        # chosen in one pass, as four times the forecasts: what a pass costs is mostly per numpy call,
+        # not per row.
         references = scored.references[rows]
-        both = _blend(
-            np.tile(realised[rows], (2, 1)),
-            np.concatenate((np.maximum(references, peaks_then[rows]), references)),
-            np.tile(then, (1, 2, 1)),
-            np.tile(past_scales[rows], (2, 1)),
-            np.tile(floors[these], 2),
-            np.tile(known, 2),
+        held_references = np.maximum(references, peaks_then[rows])
+        every = _blend(
+            np.tile(realised[rows], (4, 1)),
+            np.concatenate((held_references, references, held_references, references)),
+            np.tile(then, (1, 4, 1)),
+            np.concatenate((past_noises[rows], past_noises[rows], past_scales[rows], past_scales[rows])),
+            np.tile(floors[these], 4),
+            np.tile(known, 4),
         )
-        at_peak = np.arange(len(these))  # the held references' rows of ``both``; the unheld follow them
-        unheld = at_peak + len(these)
-        saved = _saving(both.costs[at_peak], both.costs[unheld])
-        release = saved >= PEAK_SAVING
-        held[these], unheld_savings[these] = ~release, np.where(release, saved, 0.0)
-        blend = both.rows(np.where(release, unheld, at_peak))
+        picks, releases, saved = [], [], []
+        for unit in range(2):  # the rows of ``every``: held, unheld; each in the noise's unit, then the band's
+            at_peak = np.arange(len(these)) + 2 * len(these) * unit
+            unheld = at_peak + len(these)
+            saved.append(_saving(every.costs[at_peak], every.costs[unheld]))
+            releases.append(saved[-1] >= PEAK_SAVING)
+            picks.append(np.where(releases[-1], unheld, at_peak))
+        band_saving = _saving(every.costs[picks[0]], every.costs[picks[1]])
+        use = band_known[these] & (band_saving >= BAND_SAVING)
+        release = np.where(use, releases[1], releases[0])
+        held[these], unheld_savings[these] = ~release, np.where(release, np.where(use, saved[1], saved[0]), 0.0)
+        banded_unit[these], band_savings[these] = use, np.where(band_known[these], band_saving, 0.0)
+        blend = every.rows(np.where(use, picks[1], picks[0]))
         partners[these] = blend.partners
         weights[these], savings[these] = blend.weights, blend.savings
         offsets = scored.origins[rows] - yesterday[these, np.newaxis]
-        relative_scales = np.clip(past_scales[rows] / scales[these, np.newaxis], *ANALOG_SCALE_RANGE)
-        chosen[these] = _score_quantiles(blend.scores, offsets, relative_scales, window, levels)
+        unit_then = np.where(use[:, np.newaxis], past_scales[rows], past_noises[rows])
+        unit_now = np.where(use, noises[these] * band_ratios[these], noises[these])
+        relative_scales = np.clip(unit_then / unit_now[:, np.newaxis], *ANALOG_SCALE_RANGE)
+        chosen[these], banded[these] = _score_quantiles(blend.scores, offsets, relative_scales, window, levels)
+    band_ratios = np.where(banded_unit, band_ratios, 1.0)
     results = []
-    for i, (forecast, sigma) in enumerate(zip(forecasts, scales, strict=True)):
-        reference = _backend_reference(forecast, window)
+    for i, (forecast, sigma) in enumerate(zip(forecasts, noises * band_ratios, strict=True)):
+        backend = reference = _backend_reference(forecast, window)
         if not counts[i]:
             own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
-            results.append(WindowForecast(quantiles=own, reference=reference, scores=0, held=False))
+            results.append(
+                WindowForecast(quantiles=own, reference=reference, scores=0, held=False, backend_reference=backend)
+            )
             continue
         if held[i]:
             reference = max(reference, float(peaks_now[i]))
@@ -559,10 +678,10 @@ def window_forecasts(
         if weight != 1.0:
             reference = weight * reference + (1.0 - weight) * float((levels_now, yesterdays_now)[partners[i]][i])
         floor = float(floors[i])
-        quantiles = {
-            level: max(floor, reference + float(sigma) * score)
-            for level, score in zip(levels, chosen[i].tolist(), strict=True)
-        }
+        quantiles, bands = (
+            {level: max(floor, reference + float(sigma) * t) for level, t in zip(levels, row.tolist(), strict=True)}
+            for row in (chosen[i], banded[i])
+        )
         results.append(
             WindowForecast(
                 quantiles=quantiles,
@@ -573,14 +692,55 @@ def window_forecasts(
                 partner=PARTNERS[partners[i]],
                 held=bool(held[i]),
                 unheld_saving=float(unheld_savings[i]),
+                bands=bands,
+                backend_reference=backend,
+                recent_peak=float(peaks_now[i]),
+                noise=float(noises[i]),
+                band_ratio=float(band_ratios[i]),
+                band_known=bool(band_known[i]),
+                band_saving=float(band_savings[i]),
             )
         )
     return results
 
 
+def _band_ratios(scored: _Scored, spreads_now: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``u(o)`` of every scored origin, ``u(n)`` of every forecast and whether its band is known
+    (module docstring, Band ratio): the
+    backend's band width over its mean at the scored origins where it is known, clipped to
+    BAND_RATIO_RANGE, to the power BAND_EXPONENT; 1 at an origin whose band is not known (a history
+    too short to measure it then, a forecast recorded without it), and throughout for a forecast whose
+    band is not known now or is 0 on average (a point forecast only: calibrated from its errors alone)."""
+    count = len(spreads_now)
+    owners = scored.owners
+    known = np.isfinite(scored.spreads)
+    spreads = np.where(known, scored.spreads, 0.0)
+    typical = np.bincount(owners, weights=spreads, minlength=count) / np.maximum(
+        np.bincount(owners, weights=known, minlength=count), 1
+    )
+    usable = np.isfinite(spreads_now) & (typical > 0)
+    divisor = np.where(usable, typical, 1.0)
+
+    def ratio(spread: np.ndarray, typical: np.ndarray) -> np.ndarray:
+        return np.clip(spread / typical, *BAND_RATIO_RANGE) ** BAND_EXPONENT
+
+    now = np.where(usable, ratio(np.where(usable, spreads_now, 1.0), divisor), 1.0)
+    then = np.where(usable[owners] & known, ratio(spreads, divisor[owners]), 1.0)
+    return then, now, usable
+
+
 def _backend_reference(forecast: Forecast, window: int) -> float:
     """``β(n)``: the highest point of the backend's forecast over the window."""
     return float(np.max(forecast.point[:window]))
+
+
+def backend_spread(forecast: Forecast, window: int) -> float:
+    """``υ(n)``: the backend's band width over the window (BAND_LEVELS); NaN when it did not report
+    both levels."""
+    lower, upper = (forecast.quantiles.get(level) for level in BAND_LEVELS)
+    if lower is None or upper is None:
+        return math.nan
+    return band_spread(lower, upper, window)
 
 
 def _observed(
@@ -686,13 +846,18 @@ def _blend(
 
 def answered(forecast: Forecast, window: int) -> PastReferences:
     """The past forecasts a backend answered with ``forecast`` (none if it did not hindcast)."""
-    if forecast.hindcast is None:
-        return PastReferences(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), np.zeros(0))
-    known = np.isfinite(forecast.hindcast.references)
+    hindcast = forecast.hindcast
+    if hindcast is None:
+        none = np.zeros(0, dtype=np.intp)
+        return PastReferences(none, none, np.zeros(0), np.zeros(0))
+    # Oldest first, as records are kept, so that the same forecasts sum alike from either source.
+    known = np.flatnonzero(np.isfinite(hindcast.references))[::-1]
+    spreads = hindcast.spreads[known] if hindcast.spreads is not None else np.full(len(known), np.nan)
     return PastReferences(
-        origins=forecast.hindcast.origins[known],
-        windows=np.full(int(known.sum()), window, dtype=np.intp),
-        references=forecast.hindcast.references[known],
+        origins=hindcast.origins[known],
+        windows=np.full(len(known), window, dtype=np.intp),
+        references=hindcast.references[known],
+        spreads=spreads,
     )
 
 
@@ -714,4 +879,6 @@ def calibrate(
     [result] = window_forecasts(history.values, history.step, [(0, n)], [forecast], window, levels, [past])
     if hindcast:
         return result, ()
-    return result, remember(records, newest, window, _backend_reference(forecast, window), history.step)
+    spread = backend_spread(forecast, window)
+    recorded = None if math.isnan(spread) else spread
+    return result, remember(records, newest, window, _backend_reference(forecast, window), history.step, recorded)

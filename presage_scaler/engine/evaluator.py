@@ -15,7 +15,11 @@ shorter than the window (:func:`presage_scaler.engine.leadtime.resolve_horizon`)
 never changes what is sized; only a backend's ``maxHorizon`` below the window cuts the backend's
 forecast, not the window: the forecast's maximum is read over the steps it covers, and calibration, which scores
 past forecasts against the whole window, accounts for the rest. ``lastForecast`` still reports the
-backend's own forecast at the lead-time step.
+backend's own forecast at the lead-time step, its model and how it was made (``method``), as the
+backend said; what calibration did with it is each signal's ``sizedBy`` and ``calibration``.
+
+Staleness: a signal whose newest sample is older than :func:`staleness_bound` fails the evaluation
+with ``SignalStale`` (:func:`check_fresh`), as any failure keeps the last good recommendation.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 from presage_scaler.api.predictive_scaler import (
     CapacitySpec,
@@ -35,12 +39,15 @@ from presage_scaler.api.predictive_scaler import (
     PrometheusQuery,
     RecommendationBreakdown,
     SignalStatus,
+    SizedBy,
+    WindowCalibration,
 )
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.engine.calibration import (
-    RECENT_PEAK,
+    BAND_LEVELS,
+    LEVEL,
     YESTERDAY,
     CalibrationState,
     SignalForecasts,
@@ -113,11 +120,21 @@ class SignalData:
     capacity: float
 
 
+@dataclass(frozen=True)
+class SignalRead:
+    """One signal's range query: its gap-filled history, how many steps were filled, and how many of
+    those are the newest (filled with the newest sample's value)."""
+
+    history: History
+    gap_steps: int = 0
+    stale_steps: int = 0
+
+
 class SignalSource(Protocol):
     """Where signal data comes from: Prometheus in production, a trace in the backtest."""
 
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
-        """History of the signal up to ``now`` (at most ``max_points``) and its gap-filled step count."""
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
+        """History of the signal up to ``now`` (at most ``max_points``) and its gaps."""
         ...
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
@@ -169,17 +186,22 @@ class Recommendation:
     @functools.cached_property
     def signal_statuses(self) -> tuple[SignalStatus, ...]:
         """Per signal: the backend's forecast at the lead time at targetQuantile (as ``lastForecast``
-        reports it for the binding signal), and the calibrated window maximum it was sized to."""
+        reports it for the binding signal), the calibrated window maximum it was sized to, what set
+        that and how it was calibrated, and the signal's reactive floor."""
+        floor = self.decision.reactive is not None
         return tuple(
             SignalStatus(
                 name=s.name,
                 forecast=f.at(steps_for(self.lead_time.value, d.spec.resolution) - 1, self.target_quantile),
                 sized_to=s.sized_to,
+                sized_by=sized_by(w),
+                calibration=window_calibration(w),
                 observed=s.observed,
                 replicas=s.replicas,
+                reactive=s.reactive_replicas if floor else None,
                 gap_steps=d.gap_steps,
             )
-            for s, d, f in zip(self.decision.signals, self.data, self.forecasts, strict=True)
+            for s, d, f, w in zip(self.decision.signals, self.data, self.forecasts, self.windows, strict=True)
         )
 
     @functools.cached_property
@@ -188,14 +210,12 @@ class Recommendation:
         binding = next(i for i, s in enumerate(self.decision.signals) if s.name == self.decision.binding_signal)
         forecast = self.forecasts[binding]
         step = steps_for(self.lead_time.value, self.data[binding].spec.resolution) - 1
-        model = self.identity.model
-        if method := _method(forecast, self.windows[binding]):
-            model = f"{model} ({method})" if model else method
         return LastForecast(
             backend=self.identity.backend,
             generated_at=self.generated_at,
             lead_time_seconds=round(self.lead_time.value.total_seconds()),
-            model=model,
+            model=self.identity.model,
+            method=forecast.method or None,
             revision=self.identity.revision,
             point=forecast.point_at(step),
             quantiles={f"{q:g}": forecast.at(step, q) for q in sorted(forecast.quantiles)},
@@ -218,7 +238,7 @@ def forecast_requests(
 ) -> list[ForecastRequest]:
     """One request per signal: horizon from the lead time at that signal's resolution, and the
     hindcasts that calibrate its sizing window (:mod:`presage_scaler.engine.calibration`)."""
-    levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile}))
+    levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile, *BAND_LEVELS}))
     return [
         ForecastRequest(
             history=d.history,
@@ -235,25 +255,34 @@ def sizing_window(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpe
     return steps_for(lead + spec.interval, signal.resolution)
 
 
-def _method(forecast: Forecast, window: WindowForecast) -> str:
-    """How the numbers were made, when it is not the normal path: the backend's note, and whether
-    the window maximum is still uncalibrated, not held at the recent peak, or blended."""
-    notes = [forecast.method] if forecast.method else []
+def sized_by(window: WindowForecast) -> SizedBy:
+    """What set a signal's ``sizedTo`` (``signalStatuses[].sizedBy``)."""
     if not window.calibrated:
-        notes.append(f"uncalibrated: {window.scores} past forecasts scored")
-        return "; ".join(notes)
-    if not window.held and window.unheld_saving > 0:  # a release that saved nothing has nothing to say
-        notes.append(
-            f"window forecast not held at the peak of the last {format_duration(RECENT_PEAK)}: "
-            f"{window.unheld_saving:.0%} less sized over the last day than held"
-        )
+        return "Uncalibrated"
     if window.weight < 1.0:
-        partner = "the same window's maximum yesterday" if window.partner == YESTERDAY else "the last hour's mean"
-        notes.append(
-            f"window forecast {window.weight:.0%} the backend's, {1 - window.weight:.0%} {partner}: "
-            f"{window.saving:.0%} less sized over the last day than the backend's alone"
-        )
-    return "; ".join(notes)
+        return "Blend"
+    return "RecentPeak" if window.held_at_peak else "Forecast"
+
+
+_PARTNERS: dict[str, Literal["LastHour", "Yesterday"]] = {LEVEL: "LastHour", YESTERDAY: "Yesterday"}
+
+
+def window_calibration(window: WindowForecast) -> WindowCalibration:
+    """How a signal's window forecast was calibrated (``signalStatuses[].calibration``); only the
+    scored count while it is not."""
+    if not window.calibrated:
+        return WindowCalibration(scored_forecasts=window.scores)
+    return WindowCalibration(
+        scored_forecasts=window.scores,
+        reference=window.reference,
+        recent_peak=window.recent_peak,
+        held_at_recent_peak=window.held,
+        backend_share=window.weight,
+        blended_with=_PARTNERS[window.partner] if window.weight < 1.0 else None,
+        noise=window.noise,
+        band_ratio=window.band_ratio,
+        band_saving=window.band_saving if window.band_known else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -320,7 +349,7 @@ def decide(
             SignalInput(
                 name=d.spec.name,
                 upper=window.quantiles[policy.target_quantile],
-                lower=window.quantiles[policy.scale_down_quantile],
+                lower=window.lower(policy.target_quantile, policy.scale_down_quantile),
                 point=forecast.point_at(lead_steps - 1),
                 observed=float(d.history.values[-1]),
                 capacity=d.capacity,
@@ -340,6 +369,31 @@ def decide(
         data=tuple(data),
         forecasts=tuple(forecasts),
     )
+
+
+STALE_STEPS = 3
+"""A signal is never stale before this many of its steps have passed without a sample: one missed
+scrape, or a query that ran just before the newest one landed, is not a dead exporter."""
+
+
+def staleness_bound(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpec) -> timedelta:
+    """How old a signal's newest sample may be: the sizing window (lead time + interval), whose demand a
+    count decided from older data knows nothing about, and at least STALE_STEPS of its resolution."""
+    return max(lead + spec.interval, STALE_STEPS * signal.resolution)
+
+
+def check_fresh(signal: SignalSpec, read: SignalRead, bound: timedelta) -> None:
+    """Refuse, with ``SignalStale``, a signal whose newest sample is older than ``bound``: filled with
+    its last value indefinitely, a dead exporter would keep the scaler sized for demand nobody measures."""
+    age = read.stale_steps * signal.resolution
+    if age > bound:
+        raise EvaluationError(
+            Reason.SIGNAL_STALE,
+            f"signal {signal.name}: its newest sample is {format_duration(age)} old (the last {read.stale_steps} "
+            f"steps of {format_duration(signal.resolution)} had none), over the {format_duration(bound)} bound "
+            "(the lead time plus the interval, and at least "
+            f"{STALE_STEPS} steps); is the exporter behind {signal.query.query!r} still scraped?",
+        )
 
 
 async def _capacity(source: SignalSource, signal: SignalSpec, now: datetime) -> float:
@@ -377,10 +431,11 @@ async def evaluate(
     signals = signal_specs(spec)
 
     async def gather(signal: SignalSpec) -> SignalData:
-        (history, gaps), capacity = await asyncio.gather(
+        read, capacity = await asyncio.gather(
             source.range(signal, now, context_points(backend.max_context)), _capacity(source, signal, now)
         )
-        return SignalData(spec=signal, history=history, gap_steps=gaps, capacity=capacity)
+        check_fresh(signal, read, staleness_bound(spec, lead.value, signal))
+        return SignalData(spec=signal, history=read.history, gap_steps=read.gap_steps, capacity=capacity)
 
     data = await asyncio.gather(*(gather(s) for s in signals))
     requests = forecast_requests(spec, data, lead.value, backend.max_horizon)

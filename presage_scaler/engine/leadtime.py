@@ -93,8 +93,8 @@ def spec_adjustments(spec: PredictiveScalerSpec, lead: LeadTime, max_horizon: in
 
     Describes, never decides: the horizon is the one :func:`resolve_horizon` requests (one per
     signal resolution), so the evaluation must have succeeded (a lead time beyond the limit raises
-    :class:`HorizonError` here as there). A default horizon raised to the sizing window is the
-    documented default, not an adjustment; cut, it is one.
+    :class:`HorizonError` here as there). A horizon raised to the sizing window is reported whether it
+    was the default or set: either way the horizon asked for is not the one used.
     """
     found = [Adjustment(Reason.LEAD_TIME_CLAMPED, _clamp_message(spec.lead_time, lead))] if lead.clamped else []
     signals = [spec.signal] if spec.signal is not None else list(spec.signals or ())
@@ -147,6 +147,6 @@ def _horizon_adjustments(
         )
         message = f"{asked}; cut to {used} steps ({format_duration(used * step)}), {who}; {covered}"
         return [Adjustment(Reason.HORIZON_CUT, message)]
-    if explicit is not None and used > wanted:
+    if used > wanted:
         return [Adjustment(Reason.HORIZON_RAISED, f"{asked}, so that the horizon never changes what is sized")]
     return []

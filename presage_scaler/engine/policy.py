@@ -7,20 +7,23 @@ number is reported as ``breakdown.constraint``, ``""`` when the forecast alone d
    demand over its sizing window, from the next step up to lead time + interval (calibrated; see
    :mod:`presage_scaler.engine.evaluator` and :mod:`presage_scaler.engine.calibration`) plus headroom
    (absolute signal units, or a percentage of that forecast); replicas =
-   ⌈demand / per-replica capacity⌉. The largest requirement binds (``bindingSignal``; the first
-   signal in spec order wins a tie). This is ``breakdown.predictive``. targetQuantile sizes in both
-   directions: a lower forecast lowers the number exactly as a higher one raises it.
+   ⌈demand / per-replica capacity⌉. The largest requirement is ``breakdown.predictive`` (the first
+   signal in spec order wins a tie), and its signal is ``bindingSignal``. targetQuantile sizes in
+   both directions: a lower forecast lowers the number exactly as a higher one raises it.
 2. **Reactive floor** (``ReactiveFloor``), when enabled: per signal ⌈observed × (1 + buffer%) /
-   capacity⌉, or ⌈observed / capacity⌉ + buffer replicas; the largest, and at least one replica,
-   is ``breakdown.reactive``, and the number becomes max(predictive, reactive). At least one: with
-   the floor on presage never recommends 0, whatever minReplicas says (zero observed demand may be
-   a workload with nothing running to observe). Disabled, nothing bounds the forecast from below,
-   which is what allows scale-to-zero.
+   capacity⌉, or ⌈observed / capacity⌉ + buffer replicas (``signalStatuses[].reactive``); the
+   largest, and at least one replica, is ``breakdown.reactive``, and the number becomes
+   max(predictive, reactive). When the floor is above the forecast, ``bindingSignal`` becomes the
+   signal whose floor it is: the signal that set the count. At least one: with the floor on presage
+   never recommends 0, whatever minReplicas says (zero observed demand may be a workload with
+   nothing running to observe). Disabled, nothing bounds the forecast from below, which is what
+   allows scale-to-zero.
 3. **Scale-down gates**, only when the number is below the current replica count; scale-up is
    never delayed here.
-   a. Uncertainty guard (``ForecastUncertainty``): with the binding signal's target-quantile value
-      as *upper* and its scaleDownQuantile value as *lower*, a spread (upper − lower) /
-      max(lower, 1) above maxRelativeSpread keeps the current count.
+   a. Uncertainty guard (``ForecastUncertainty``): with the target-quantile value of the signal
+      whose forecast requires the most replicas as *upper* and its scaleDownQuantile value as
+      *lower*, a spread (upper − lower) / max(lower, 1) above maxRelativeSpread keeps the current
+      count.
    b. Scale-down window (``ScaleDownWindow``): the number must have been below the current count
       continuously for scaleDownWindow. ``scaleDownCandidateSince`` is set when it first drops
       below and cleared whenever it is not below; the window is measured from it, so a restarted
@@ -172,19 +175,22 @@ def decide(
         )
         for s in signals
     ]
-    binding_index = max(range(len(per_signal)), key=lambda i: (per_signal[i].replicas, -i))
-    binding = signals[binding_index]
-    predictive = per_signal[binding_index].replicas
+    forecast_index = max(range(len(per_signal)), key=lambda i: (per_signal[i].replicas, -i))
+    binding_signal = per_signal[forecast_index].name
+    predictive = per_signal[forecast_index].replicas
     number = predictive
     constraint: Constraint | Literal[""] = ""
 
     reactive = None
     if policy.reactive_floor.enabled:
-        reactive = max(1, *(d.reactive_replicas for d in per_signal))
+        floor_index = max(range(len(per_signal)), key=lambda i: (per_signal[i].reactive_replicas, -i))
+        reactive = max(1, per_signal[floor_index].reactive_replicas)
         if reactive > number:
             number, constraint = reactive, Constraint.REACTIVE_FLOOR
+            binding_signal = per_signal[floor_index].name
 
-    spread = relative_spread(binding.upper, binding.lower)
+    guarded = signals[forecast_index]
+    spread = relative_spread(guarded.upper, guarded.lower)
     candidate_since = None
     # Candidacy looks at the bounded number: a count that minReplicas would lift back to the current
     # one is not a scale-down and must not leave a stale candidate time in status.
@@ -216,7 +222,7 @@ def decide(
         replicas=number,
         predictive=predictive,
         reactive=reactive,
-        binding_signal=binding.name,
+        binding_signal=binding_signal,
         constraint=constraint,
         signals=tuple(per_signal),
         relative_spread=spread,

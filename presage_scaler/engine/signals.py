@@ -7,9 +7,8 @@ from datetime import datetime
 
 from presage_scaler.api.predictive_scaler import PrometheusQuery, SecretKeyRef
 from presage_scaler.api.reasons import Reason
-from presage_scaler.backends.base import History
 from presage_scaler.clients.prometheus import PrometheusClient, PrometheusClientPool, history_window
-from presage_scaler.engine.evaluator import EvaluationError, SignalSpec
+from presage_scaler.engine.evaluator import EvaluationError, SignalRead, SignalSpec
 
 TokenResolver = Callable[[SecretKeyRef], Awaitable[str]]
 """Reads a bearer token Secret (in the scaler's own namespace; the controller enforces that)."""
@@ -30,12 +29,12 @@ class PrometheusSignalSource:
             raise EvaluationError(Reason.SECRET_UNAVAILABLE, f"no Secret reader configured for bearer token {ref.name}")
         return self._pool.get(query, await self._resolve_token(ref))
 
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
         """The signal's history window ending at ``now`` (aligned to its resolution)."""
         start, end = history_window(signal.history, signal.resolution, max_points, now)
         client = await self._client(signal.query)
         series = await client.query_range(signal.query.query, start, end, signal.resolution)
-        return series.history(), series.gap_steps
+        return SignalRead(series.history(), series.gap_steps, series.trailing_gap_steps)
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
         """The single value of an instant query at ``now``."""

@@ -31,16 +31,26 @@ class Forecasts:
     levels: tuple[float, ...]
     windows: np.ndarray
     """``(decisions, levels)``: the calibrated forecast of the sizing window's highest demand."""
+    bands: np.ndarray
+    """``(decisions, levels)``: the same before yesterday's miss is expected again, which the
+    uncertainty guard's lower value is measured from (:meth:`WindowForecast.lower`)."""
 
     def then(self, later: Forecasts) -> Forecasts:
         """These decisions followed by ``later``'s (made at the same levels)."""
         if later.levels != self.levels:
             raise ValueError(f"levels differ: {self.levels} and {later.levels}")
-        return Forecasts(self.levels, np.concatenate((self.windows, later.windows)))
+        windows = np.concatenate((self.windows, later.windows))
+        return Forecasts(self.levels, windows, np.concatenate((self.bands, later.bands)))
 
     def head(self, decisions: int) -> Forecasts:
         """The first ``decisions``."""
-        return Forecasts(self.levels, self.windows[:decisions])
+        return Forecasts(self.levels, self.windows[:decisions], self.bands[:decisions])
+
+    def lower(self, target: float, scale_down: float) -> np.ndarray:
+        """Per decision, the scaleDownQuantile value the guard compares with the targetQuantile value
+        (:meth:`presage_scaler.engine.calibration.WindowForecast.lower`)."""
+        at = self.levels.index
+        return self.bands[:, at(scale_down)] + self.windows[:, at(target)] - self.bands[:, at(target)]
 
 
 def levels_for(plan: Plan, levels: Sequence[float]) -> tuple[float, ...]:
@@ -63,7 +73,7 @@ def forecast(
     """
     ordered = levels_for(plan, levels)
     decisions = plan.schedule.decisions(len(plan.trace))[skip:]
-    windows = np.empty((len(decisions), len(ordered)))
+    windows, bands = np.empty((len(decisions), len(ordered))), np.empty((len(decisions), len(ordered)))
     with asyncio.Runner() as loop:
         feed = DecisionFeed(
             spec=plan.spec,
@@ -84,11 +94,12 @@ def forecast(
                 )
             [window] = sizing.windows
             windows[done] = [window.quantiles[level] for level in ordered]
+            bands[done] = [(window.bands or window.quantiles)[level] for level in ordered]
             if on_progress is not None and done % 1024 == 0:
                 on_progress(done)
     if on_progress is not None:
         on_progress(len(decisions))
-    return Forecasts(ordered, windows)
+    return Forecasts(ordered, windows, bands)
 
 
 def shared_decisions(plan: Plan, history: int, other: int) -> int:

@@ -121,7 +121,7 @@ def _columns(
                 guarded_columns.append(np.zeros(len(upper), dtype=bool))
             else:
                 # engine.policy.relative_spread, element by element
-                lower = made.windows[:, made.levels.index(policy.scale_down_quantile)]
+                lower = made.lower(knobs.target_quantile, policy.scale_down_quantile)
                 guarded_columns.append((upper - lower) / np.maximum(lower, 1.0) > knobs.max_relative_spread)
     stacked = np.stack(wanted_columns, axis=1)
     return _Columns(

@@ -31,12 +31,13 @@ def daily_trace(path: Path, days: int = 3) -> Path:
     return path
 
 
-def backend_file(path: Path, url: str) -> Path:
+def backend_file(path: Path, url: str, *, quantile_head: bool = True) -> Path:
+    settings = {"endpoint": url, "maxContext": 512, "maxHorizon": 64, "useQuantileHead": quantile_head}
     backend = {
         "apiVersion": "scaling.presage.sh/v1alpha1",
         "kind": "ForecastBackend",
         "metadata": {"name": "timesfm-small"},
-        "spec": {"type": "TimesFM", "timesFM": {"endpoint": url, "maxContext": 512, "maxHorizon": 64}},
+        "spec": {"type": "TimesFM", "timesFM": settings},
     }
     path.write_text(json.dumps(backend))  # JSON is YAML
     return path
@@ -77,3 +78,23 @@ def test_backtest_through_the_forecaster(forecaster_factory, tmp_path):
     )
     series = metric(after, "presage_forecaster_series_total") - metric(before, "presage_forecaster_series_total")
     assert (requests, series) == (math.ceil(decisions / CHUNK), decisions)
+
+
+def test_the_models_band_changes_what_is_sized(forecaster_factory, tmp_path):
+    """useQuantileHead: true calibrates the model's band (a forecast it is less sure of than usual
+    provisions more); false calibrates from its errors alone. Over the reported day, every decision
+    calibrated, the two settings decide differently at least 5 % of the time."""
+    forecaster = forecaster_factory("--max-context", "512", "--max-horizon", "64")
+    trace = daily_trace(tmp_path / "trace.csv")
+    flags = ["--per-replica", "20", "--lead-time", "10m", "--interval", "15m", "--warmup", "2d", "--no-progress"]
+    replicas = {}
+    for head in (True, False):
+        backend = backend_file(tmp_path / f"timesfm-{head}.yaml", forecaster.url, quantile_head=head)
+        out = tmp_path / f"out-{head}"
+        assert main(["backtest", str(trace), "--backend-spec", str(backend), *flags, "--out", str(out)]) == 0
+        assert json.loads((out / "summary.json").read_text())["calibration"]["calibrated_share"] == 1.0
+        with (out / "decisions.csv").open() as handle:
+            replicas[head] = [int(row["replicas"]) for row in csv.DictReader(handle) if int(row["step"]) >= 2 * DAY]
+    assert len(replicas[True]) == len(replicas[False]) == DAY // 3
+    differ = sum(a != b for a, b in zip(replicas[True], replicas[False], strict=True))
+    assert differ >= 0.05 * len(replicas[True]), (differ, replicas)

@@ -93,13 +93,17 @@ async def test_recommendation_through_the_forecaster(prometheus_factory, forecas
     assert 1 <= recommendation.replicas <= 200
     forecast = recommendation.last_forecast
     assert forecast.backend == "timesfm-small"
-    # A first evaluation has no past forecasts to calibrate from: the backend's own band is used, and said.
-    assert forecast.model == (
-        "presage-testing/timesfm-2.5-tiny-random"
-        " (q0.95 extrapolated from deciles; uncalibrated: 0 past forecasts scored)"
+    # A first evaluation has no past forecasts to calibrate from: the backend's own band is used, and
+    # said in fields of their own; the model is the server's identifier alone.
+    assert forecast.model == "presage-testing/timesfm-2.5-tiny-random"
+    assert forecast.method == "q0.95 extrapolated from deciles"
+    assert {s.sized_by for s in recommendation.signal_statuses} == {"Uncalibrated"}
+    assert all(
+        s.calibration is not None and s.calibration.scored_forecasts == 0 for s in recommendation.signal_statuses
     )
     assert forecast.revision == "seed-0" and forecast.lead_time_seconds == 600
-    assert set(forecast.quantiles) == {"0.5", "0.95"}
+    # The policy's levels, and the model's band (its median to 0.9) that calibration weighs.
+    assert set(forecast.quantiles) == {"0.5", "0.9", "0.95"}
     assert forecast.quantiles["0.95"] >= forecast.quantiles["0.5"]
     assert {s.name for s in recommendation.signal_statuses} == {"rps", "queue"}
     assert all(math.isfinite(s.forecast) and s.replicas >= 0 for s in recommendation.signal_statuses)

@@ -11,9 +11,11 @@ import base64
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from presage_scaler.controller.app import running
+from tests.harness.live_values import LiveValues
 from tests.harness.presage_cluster import (
     apply,
     condition,
@@ -125,6 +127,82 @@ async def test_faults_degrade_with_a_reason_and_keep_the_last_recommendation(
         events = json.loads(cluster.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
         assert any(e["reason"] == "Recovered" and e["involvedObject"]["name"] == "backend" for e in events)
     cluster.kubectl("delete", "forecastbackend", spare_backend, "--ignore-not-found", check=False)
+
+
+async def test_a_signal_whose_exporter_stops_is_stale_once_and_keeps_its_recommendation(
+    cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """Half an hour of backfilled demand, then a live exporter Prometheus scrapes every second. Once
+    the exporter stops, Prometheus marks the series stale; when its newest sample is older than the
+    bound (lead time 30s plus interval 3s, at least 3 steps of 10s: 33s), the scaler is Degraded
+    with SignalStale, says which signal and how old, keeps serving its last good recommendation, and
+    warns once however many evaluations fail the same way."""
+    exporter = LiveValues(app_live_demand=140.0)
+    # The backfill ends beyond Prometheus' 5-minute lookback, so only the scraped series is recent.
+    backfilled = [(at, 140.0) for at, _ in recent_samples(hours=0.5)[:-6]]
+    prom = prometheus_factory(Series("app_live_demand", {"job": "exporter"}, backfilled), start=False)
+    prom.add_scrape_target("exporter", exporter.address, interval="1s")
+    prom.start()
+    # Scraped for long enough that the newest whole 10s steps hold samples of the live series.
+    scraped = {"query": 'count_over_time(app_live_demand{instance!=""}[1m]) >= 25'}
+    await eventually(
+        lambda: httpx.get(f"{prom.url}/api/v1/query", params=scraped).json()["data"]["result"],
+        bool,
+        what="25 seconds of the exporter scraped",
+    )
+    apply(cluster, deployment("web", 3), kube_namespace)
+    obj = _scaler("stops", prom.url, "max(app_live_demand)", backend_name)
+    obj["spec"]["signal"].update(history="30m", resolution="10s")
+    obj["spec"]["leadTime"] = {"static": "30s"}
+    apply(cluster, obj, kube_namespace)
+    async with running(options(cluster, kube_namespace)) as app:
+        await _good(cluster, kube_namespace, "stops")
+        exporter.stop()
+        stale = await eventually(
+            lambda: get(cluster, "predictivescaler", "stops", kube_namespace),
+            lambda o: (condition(o, "Degraded") or {}).get("reason") == "SignalStale",
+            timeout=120.0,
+            what="stops to be Degraded with SignalStale",
+        )
+        degraded, ready = condition(stale, "Degraded"), condition(stale, "Ready")
+        assert degraded["status"] == "True"
+        assert degraded["message"].startswith("signal default: its newest sample is ")
+        assert "over the 33s bound" in degraded["message"]
+        assert ready["status"] == "True" and ready["reason"] == "LastRecommendationHeld", ready
+        start = app.scalers.evaluations
+        await eventually(lambda: app.scalers.evaluations, lambda n: n >= start + 3, what="three more evaluations")
+        later = get(cluster, "predictivescaler", "stops", kube_namespace)
+    assert condition(later, "Degraded")["reason"] == "SignalStale"
+    assert _status(later)["recommendedReplicas"] == _status(stale)["recommendedReplicas"]
+    assert _status(later)["lastForecast"] == _status(stale)["lastForecast"]
+    events = json.loads(cluster.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
+    warned = [e for e in events if e["involvedObject"]["name"] == "stops" and e["reason"] == "SignalStale"]
+    assert len(warned) == 1 and warned[0]["type"] == "Warning" and warned[0].get("count", 1) == 1, warned
+
+
+async def test_without_backend_ref_the_backend_named_default_is_used(cluster, kube_namespace, prometheus_factory):
+    """The reference: "If unset, the backend named "default" is used." Missing, it is what
+    BackendNotFound names; created, the scaler recovers on it."""
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", 3), kube_namespace)
+    obj = _scaler("unnamed", prom.url, 'app_demand{job="web"}', "unused")
+    del obj["spec"]["forecast"]
+    apply(cluster, obj, kube_namespace)
+    cluster.kubectl("delete", "forecastbackend", "default", "--ignore-not-found", check=False)
+    try:
+        async with running(options(cluster, kube_namespace)):
+            missing = await eventually(
+                lambda: get(cluster, "predictivescaler", "unnamed", kube_namespace),
+                lambda o: (condition(o, "Degraded") or {}).get("reason") == "BackendNotFound",
+                what="unnamed to miss the default backend",
+            )
+            assert "'default'" in condition(missing, "Degraded")["message"]
+            apply(cluster, seasonal_backend("default"))
+            found = await _good(cluster, kube_namespace, "unnamed")
+        assert _status(found)["lastForecast"]["backend"] == "default"
+        assert _status(found)["lastForecast"]["model"] == "seasonal-naive/1hx2"
+    finally:
+        cluster.kubectl("delete", "forecastbackend", "default", "--ignore-not-found", check=False)
 
 
 async def test_degraded_events_do_not_flood(cluster, kube_namespace, backend_name):

@@ -5,7 +5,10 @@ Needs the ``tests.harness.fixtures_prometheus`` plugin (registered in ``tests/co
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import ssl
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.clients.prometheus import (
     NoData,
     PrometheusClient,
@@ -22,6 +26,7 @@ from presage_scaler.clients.prometheus import (
     TooManySeries,
     history_window,
 )
+from tests.harness.certs import issue
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.prometheus import PrometheusServer, Series
 
@@ -191,3 +196,42 @@ async def test_bearer_token_is_sent(recording_server: tuple[str, list[dict[str, 
     async with PrometheusClient(url, bearer_token="s3cret") as client:
         assert await client.query_instant("q") == 1.0
     assert seen[0]["Authorization"] == "Bearer s3cret"
+
+
+@pytest.fixture
+async def self_signed_prometheus(prometheus: PrometheusServer, tmp_path) -> AsyncIterator[str]:
+    """The module's Prometheus behind a TLS listener whose certificate no CA signed (a private CA, as
+    an in-cluster Prometheus often has, looks the same to a client that trusts only the system's)."""
+    pem = issue("prometheus", hosts=["127.0.0.1"])
+    pem.write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        sink.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", prometheus.port)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0, ssl=context)
+    yield f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    server.close()
+    await server.wait_closed()
+
+
+async def test_insecure_skip_verify_reads_a_prometheus_whose_certificate_is_not_trusted(self_signed_prometheus: str):
+    """The reference: "InsecureSkipVerify disables TLS verification." With it the query is answered;
+    without it the certificate is refused and the scaler would be PrometheusUnreachable."""
+    at = T0 + 100 * MINUTE
+    skipping = PrometheusQuery(address=self_signed_prometheus, query="demand", insecure_skip_verify=True)
+    async with PrometheusClient.from_query(skipping) as client:
+        assert await client.query_instant(skipping.query, at) == demand(100)
+    verifying = PrometheusQuery(address=self_signed_prometheus, query="demand")
+    async with PrometheusClient.from_query(verifying) as client:
+        with pytest.raises(PrometheusUnreachable, match="certificate verify failed"):
+            await client.query_instant(verifying.query, at)

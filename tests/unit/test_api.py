@@ -17,9 +17,9 @@ import yaml
 from presage_scaler.api import docgen, quantities
 from presage_scaler.api.crdgen import crd, default_sentence
 from presage_scaler.api.docgen import render_reference
-from presage_scaler.api.forecast_backend import ForecastBackendSpec
+from presage_scaler.api.forecast_backend import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, Signal
 from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -360,6 +360,52 @@ def test_reference_contains_every_line_of_the_seed():
         missing = [p for p in section.paragraphs if p not in generated[name].paragraphs]
         missing += [row for row in section.rows if not _has_row(generated[name].rows, row)]
         assert not missing, f"{name}: {missing}"
+
+
+def test_the_reference_states_how_a_count_is_decided_in_the_codes_own_figures():
+    """Sizing window, calibration, the hold at the recent peak, sizedTo, the band, SeasonalNaive's
+    residual cap and cycles at the default history, the horizon raise and staleness: stated under
+    the types they concern (and so in ``kubectl explain``), with the figures the code uses."""
+    from presage_scaler.backends.seasonal_naive import MAX_RESIDUALS, MIN_RESIDUALS
+    from presage_scaler.engine import calibration
+    from presage_scaler.engine.evaluator import STALE_STEPS
+
+    sections = _reference_sections(render_reference())
+
+    def said(section: str) -> str:
+        return " ".join(sections[section].paragraphs)
+
+    minutes = int(calibration.RECENT_PEAK.total_seconds() // 60)
+    low, high = (r**calibration.BAND_EXPONENT for r in calibration.BAND_RATIO_RANGE)
+    policy = said("PredictiveScaler.spec.policy")
+    for figure in (
+        "from the next one up to the lead time plus the interval",
+        "ceil((sizedTo + headroom) / capacity)",
+        f"the peak of the last {minutes} minutes",
+        f"at least {calibration.PEAK_SAVING:.0%} less",
+        f"at least {calibration.BLEND_SAVING:.0%} less",
+        f"at most {calibration.MAX_FORECASTS}",
+        f"fewer than {calibration.MIN_SCORES} scored forecasts",
+        f"within [{low:g}, {high:g}]",
+        "useQuantileHead false",
+        "raised alike",
+    ):
+        assert figure in policy, figure
+    assert calibration.BAND_LEVELS == (0.5, 0.9) and "its median to its 0.9 quantile" in policy
+    breakdown = said("PredictiveScaler.status.breakdown")
+    assert f"the peak of the last {minutes} minutes" in breakdown and "RecentPeak" in breakdown
+    assert "constraint ReactiveFloor" in breakdown
+    seasonal = said("ForecastBackend.spec.seasonalNaive")
+    assert f"at most the last {MAX_RESIDUALS:,}" in seasonal
+    assert f"less than a season and {MIN_RESIDUALS} steps" in seasonal
+    assert '"seasonal-naive (2 of 3 cycles)"' in seasonal
+    defaults = SeasonalNaiveBackend()
+    history = Signal.model_fields["history"].default
+    assert (history, defaults.season, defaults.cycles) == ("336h", timedelta(hours=168), 3)
+    assert "the default history of 336h holds two of the default three 168h seasons" in seasonal
+    assert "HorizonRaised" in said("PredictiveScaler.spec.forecast")
+    assert f"{STALE_STEPS} steps of its resolution" in said("PredictiveScaler.spec.signal")
+    assert "SignalStale" in said("PredictiveScaler.spec.signals")
 
 
 def test_reference_links_lead_to_its_sections():

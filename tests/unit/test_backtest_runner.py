@@ -22,7 +22,7 @@ from presage_scaler.backtest.runner import Setup, plan, run_backtest, run_presag
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.prometheus import history_window
 from presage_scaler.engine.calibration import MAX_RECORDS, CalibrationState
-from presage_scaler.engine.evaluator import SignalSpec, evaluate
+from presage_scaler.engine.evaluator import SignalRead, SignalSpec, evaluate
 from presage_scaler.engine.policy import PolicyState
 
 STEP = timedelta(minutes=5)
@@ -89,11 +89,11 @@ class TraceSource:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
 
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
         start, end = history_window(signal.history, signal.resolution, max_points, now)
         last = (end - self.trace.start) // self.trace.step - 1
         first = max(0, (start - self.trace.start) // self.trace.step - 1)
-        return History(self.trace.values[first : last + 1], self.trace.step), 0
+        return SignalRead(History(self.trace.values[first : last + 1], self.trace.step))
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
         raise AssertionError("no instant queries in this spec")

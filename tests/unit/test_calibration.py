@@ -32,6 +32,7 @@ from presage_scaler.engine.calibration import (
     remember,
     window_forecasts,
 )
+from presage_scaler.engine.evaluator import sized_by, window_calibration
 
 MINUTE = timedelta(minutes=1)
 DAY = 1440
@@ -176,28 +177,48 @@ def scored_day(analog_error: float, noise_then: float = 2.0) -> tuple[np.ndarray
     return values, forecast_with(references, origins, 50.0)
 
 
-def window_of(values: np.ndarray, forecast: Forecast) -> dict[float, float]:
+def analog_window(values: np.ndarray, forecast: Forecast) -> calibration.WindowForecast:
     [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
     assert window.scores == 25
-    return window.quantiles
+    return window
+
+
+def window_of(values: np.ndarray, forecast: Forecast) -> dict[float, float]:
+    return analog_window(values, forecast).quantiles
 
 
 def test_a_miss_the_day_before_at_this_time_is_expected_again(backend_alone):
     # Scores are errors / 2. Yesterday's 40 / 2 = 20 is beyond s(0.9), the 24th of 25 scores
-    # (⌈26·0.9⌉ = 24; it is the largest), so every level is sized to at least it.
-    quantiles = window_of(*scored_day(40.0))
+    # (⌈26·0.9⌉ = 24; it is the largest), so the target is sized to at least it.
+    window = analog_window(*scored_day(40.0))
     assert base_level(0.9) == pytest.approx(0.8944, abs=1e-4)
-    assert quantiles[0.9] == pytest.approx(50.0 + 2 * 20.0)
-    assert quantiles[0.5] == pytest.approx(50.0 + 2 * 20.0)
+    assert window.quantiles[0.9] == pytest.approx(50.0 + 2 * 20.0)
+    # The guard's scaleDownQuantile value is raised as much as the target's, never to it: the
+    # calibrated band's s(L_0.9) and s(L_0.5) are the 24th and 12th of the 25 scores (11.5 and 5.5).
+    ranked = np.sort(np.append(np.arange(24) / 2, 20.0))
+    assert window.bands == {0.5: pytest.approx(50.0 + 2 * ranked[11]), 0.9: pytest.approx(50.0 + 2 * ranked[23])}
+    assert window.lower(0.9, 0.5) == pytest.approx(50.0 + 2 * 20.0 - 2 * (11.5 - 5.5))
 
 
 def test_a_miss_the_day_before_is_expected_again_as_large_in_demand_whatever_the_noise_then(backend_alone):
     # The quarter hour before yesterday's origin alternated 10 and 14 (noise 4, twice today's 2), so
     # its miss of 60 scores 15: beyond s(0.9) (the largest of the other scores is 11.5). It is
     # expected again as 60 in demand, not as 15 of today's noise (which would be 30).
-    quantiles = window_of(*scored_day(60.0, noise_then=4.0))
-    assert quantiles[0.9] == pytest.approx(50.0 + 60.0)
-    assert quantiles[0.5] == pytest.approx(50.0 + 60.0)
+    window = analog_window(*scored_day(60.0, noise_then=4.0))
+    assert window.quantiles[0.9] == pytest.approx(50.0 + 60.0)
+    assert window.lower(0.9, 0.5) == pytest.approx(50.0 + 60.0 - 2 * (11.5 - 5.5))
+
+
+def test_the_guards_spread_is_the_calibrated_bands_whatever_yesterday_missed(backend_alone):
+    """Yesterday's miss raises the targetQuantile and scaleDownQuantile values alike: the spread the
+    guard reads is never closed by it."""
+    ordinary = analog_window(*scored_day(5.0))
+    for miss in (40.0, 60.0, 200.0):
+        window = analog_window(*scored_day(miss))
+        assert window.quantiles[0.9] > ordinary.quantiles[0.9]
+        spread = window.quantiles[0.9] - window.lower(0.9, 0.5)
+        assert spread == pytest.approx(window.bands[0.9] - window.bands[0.5])
+        assert spread > 0.0
 
 
 def test_the_noise_ratio_that_carries_yesterdays_miss_is_bounded(backend_alone):
@@ -225,6 +246,84 @@ def test_property_the_rule_covers_exactly_the_level_where_errors_do_not_recur(le
     covers = top * low + (1 - top) * (1 + top) / 2 if low <= top else (1 + low * low) / 2
     assert covers == pytest.approx(max(level, (1 - top * top) / 2), abs=1e-9)
     assert base_level(min(0.9999, level + 0.001)) >= low
+
+
+# --- the backend's own band ------------------------------------------------------------------------
+
+
+def banded_window(
+    spreads_then: float | np.ndarray, width_now: float, errors: np.ndarray | None = None
+) -> calibration.WindowForecast:
+    """:func:`errors_zero_to_23`'s window forecast (or with these ``errors``), with the backend's band
+    (its median to its 0.9 quantile) ``spreads_then`` wide at the scored origins and ``width_now``
+    wide now."""
+    values = np.tile([10.0, 12.0], 200)
+    origins = np.arange(100, 340, 10)
+    errors = np.arange(len(origins), dtype=np.float64) if errors is None else errors
+    references = np.array([values[o : o + 3].max() for o in origins]) - errors
+    spreads = np.broadcast_to(np.asarray(spreads_then, dtype=np.float64), len(origins)).copy()
+    forecast = Forecast(
+        point=np.full(3, 50.0),
+        quantiles={0.5: np.full(3, 50.0), 0.9: np.full(3, 50.0 + width_now)},
+        hindcast=Hindcast(origins=origins, references=references, spreads=spreads),
+    )
+    [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
+    return window
+
+
+def test_a_wider_backend_band_at_the_same_history_sizes_more(backend_alone):
+    # The scores are errors_zero_to_23's (every past band 4, its mean: u(o) = 1). Now the band is 16
+    # wide, four times its mean: u(n) = √4 = 2, and every offset from the reference doubles; a band 1
+    # wide halves them.
+    assert calibration.BAND_LEVELS == (0.5, 0.9)
+    usual, unsure, sure = banded_window(4.0, 4.0), banded_window(4.0, 16.0), banded_window(4.0, 1.0)
+    assert usual.band_ratio == 1.0
+    assert usual.quantiles[0.9] == pytest.approx(50.0 + 2 * 11.0)
+    assert unsure.band_ratio == pytest.approx(2.0)
+    assert unsure.quantiles[0.9] == pytest.approx(50.0 + 2 * 2 * 11.0)
+    assert sure.quantiles[0.9] == pytest.approx(50.0 + 2 * 0.5 * 11.0)
+    assert sure.quantiles[0.9] < usual.quantiles[0.9] < unsure.quantiles[0.9]
+
+
+def test_without_a_band_sizing_is_calibrated_from_errors_alone(backend_alone):
+    """A point forecast only (``useQuantileHead: false``): every level is the point, now and at every
+    scored origin, so the band is 0 and takes no part."""
+    window = banded_window(0.0, 0.0)
+    assert window.band_ratio == 1.0
+    assert window.quantiles == errors_zero_to_23(np.tile([10.0, 12.0], 200)).quantiles
+
+
+def test_a_band_as_much_wider_everywhere_is_corrected_by_the_errors_that_followed(backend_alone):
+    """The band is measured against the backend's own errors: one five times as wide at every origin,
+    its errors unchanged, is five times over-confident in the other direction and sizes the same."""
+    assert banded_window(20.0, 20.0).quantiles == pytest.approx(banded_window(4.0, 4.0).quantiles)
+
+
+def test_a_band_that_foretold_the_errors_sizes_less_and_is_used(backend_alone):
+    """Where the backend's band was wide its forecasts missed by much, where narrow by little: in its
+    unit every score is the same, so it sizes far less over the day than the noise's unit."""
+    spreads = np.tile([1.0, 4.0], 12)
+    window = banded_window(spreads, 2.5, errors=4.0 * spreads)
+    assert window.band_saving > 0.1
+    assert window.band_ratio == 1.0  # 2.5 is the band's mean
+    wider = banded_window(spreads, 10.0, errors=4.0 * spreads)
+    assert wider.band_ratio == pytest.approx(2.0) and wider.quantiles[0.9] > window.quantiles[0.9]
+
+
+def test_a_band_that_says_nothing_of_the_errors_is_weighed_and_not_used(backend_alone):
+    """The same band, but the large errors fell where it was narrow: in its unit the scores spread
+    wider and would have sized more, so sizing stays in the noise's unit, and says why."""
+    spreads = np.tile([1.0, 4.0], 12)
+    window = banded_window(spreads, 10.0, errors=4.0 * spreads[::-1])
+    assert window.band_saving < 0.0
+    assert window.band_ratio == 1.0
+    assert window.quantiles == banded_window(np.zeros(24), 0.0, errors=4.0 * spreads[::-1]).quantiles
+
+
+def test_the_band_ratio_is_bounded(backend_alone):
+    assert calibration.BAND_RATIO_RANGE == (0.25, 4.0)
+    assert banded_window(4.0, 400.0).band_ratio == pytest.approx(2.0)
+    assert banded_window(4.0, 0.0).band_ratio == pytest.approx(0.5)
 
 
 # --- blending with the recent level -----------------------------------------------------------------
@@ -274,14 +373,11 @@ def test_a_backend_about_as_good_as_the_level_is_kept():
 
 @pytest.mark.usefixtures("unheld")
 def test_the_blend_is_reported_with_the_forecast():
-    from presage_scaler.engine.evaluator import _method
-
-    _, forecast, _ = alternating_with_errors(0.4 * np.arange(24.0))
     window = blended(0.4 * np.arange(24.0))
-    assert _method(forecast, window) == (
-        "window forecast 0% the backend's, 100% the last hour's mean: 26% less sized over the last day "
-        "than the backend's alone"
-    )
+    assert sized_by(window) == "Blend"
+    reported = window_calibration(window)
+    assert (reported.backend_share, reported.blended_with) == (0.0, "LastHour")
+    assert reported.reference == pytest.approx(11.0)
 
 
 @pytest.mark.usefixtures("unheld")
@@ -321,6 +417,21 @@ def test_a_reference_is_held_at_the_recent_peak_where_bursts_last():
     assert window.held
     assert window.unheld_saving == 0.0
     assert window.quantiles[0.9] == pytest.approx(12.0)
+    # The quiet hour's peak (12) is no higher than the backend's forecast: the hold does not set it.
+    assert sized_by(window) == "Forecast"
+
+
+def test_the_hold_is_named_when_the_recent_peak_sets_the_size():
+    """40 minutes after a burst, 15 minutes into the next: the last 15 minutes' peak (40) is above
+    the backend's 12, and the reference is held there."""
+    values = lasting_bursts()
+    values = values[: len(values) - 60 + 15]
+    window = constant_backend_on(values, 12.0)
+    assert window.held and window.held_at_peak
+    assert window.reference == pytest.approx(40.0)
+    assert sized_by(window) == "RecentPeak"
+    reported = window_calibration(window)
+    assert (reported.held_at_recent_peak, reported.recent_peak) == (True, 40.0)
 
 
 @pytest.mark.usefixtures("unheld")
@@ -353,13 +464,10 @@ def test_a_reference_is_released_from_the_peak_where_the_peak_is_the_noises():
     assert not window.held
     assert window.unheld_saving >= calibration.PEAK_SAVING
     assert window.reference == pytest.approx(curve[n : n + 3].max())  # β(n), not the peak
-
-    from presage_scaler.engine.evaluator import _method
-
-    assert _method(forecast, window) == (
-        f"window forecast not held at the peak of the last 15m: {window.unheld_saving:.0%} less sized over "
-        "the last day than held"
-    )
+    reported = window_calibration(window)
+    assert reported.held_at_recent_peak is False
+    assert reported.recent_peak == pytest.approx(values[-15:].max())
+    assert sized_by(window) == "Forecast"
 
 
 def test_the_held_reference_is_the_backends_or_the_recent_peak_whichever_is_higher(monkeypatch: pytest.MonkeyPatch):
@@ -424,14 +532,10 @@ def test_yesterday_is_no_partner_without_a_day_before_every_scored_forecast():
 
 
 def test_a_blend_with_yesterday_is_reported_with_the_forecast():
-    from presage_scaler.engine.evaluator import _method
-
     window = flat_backend_on(with_a_job_every_36_minutes(3), 0)
-    forecast = forecast_with(np.zeros(0), np.zeros(0, dtype=np.intp), 12.0)
-    assert _method(forecast, window) == (
-        f"window forecast 0% the backend's, 100% the same window's maximum yesterday: {window.saving:.0%} less "
-        "sized over the last day than the backend's alone"
-    )
+    assert sized_by(window) == "Blend"
+    reported = window_calibration(window)
+    assert (reported.backend_share, reported.blended_with, reported.reference) == (0.0, "Yesterday", 40.0)
 
 
 def test_too_few_scores_fall_back_to_the_backends_own_band():
@@ -506,15 +610,22 @@ def test_recorded_forecasts_calibrate_exactly_as_the_same_hindcasts_do():
     hindcast = SeasonalNaive(timedelta(hours=24), 1).forecast_one(history, 5, (0.5, 0.9), request)
     assert hindcast.hindcast is not None
     newest = T0 + (n - 1) * MINUTE
+    assert hindcast.hindcast.spreads is not None
     records = tuple(
-        PastForecast(origin=newest - (n - int(o)) * MINUTE, window=5, reference=float(r))
-        for o, r in zip(hindcast.hindcast.origins[::-1], hindcast.hindcast.references[::-1], strict=True)
+        PastForecast(origin=newest - (n - int(o)) * MINUTE, window=5, reference=float(r), spread=float(u))
+        for o, r, u in zip(
+            hindcast.hindcast.origins[::-1],
+            hindcast.hindcast.references[::-1],
+            hindcast.hindcast.spreads[::-1],
+            strict=True,
+        )
     )
     plain = Forecast(point=hindcast.point, quantiles=hindcast.quantiles)
     from_hindcasts, kept = calibrate(history, hindcast, 5, (0.5, 0.9), (), newest)
     from_records, recorded = calibrate(history, plain, 5, (0.5, 0.9), records, newest)
     assert kept == ()
     assert from_records == from_hindcasts
+    assert from_records.band_saving != 0.0  # the backend's band was weighed
     # The newest record is 5 minutes old, less than the 10 minutes between records: nothing is added.
     assert recorded[-1] == records[-1]
 

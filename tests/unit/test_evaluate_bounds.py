@@ -21,7 +21,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PrometheusQuery
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.engine.evaluator import MAX_HISTORY_POINTS, Recommendation, SignalSpec, evaluate
+from presage_scaler.engine.evaluator import MAX_HISTORY_POINTS, Recommendation, SignalRead, SignalSpec, evaluate
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 
@@ -37,7 +37,7 @@ class AnyLengthSource:
     def __init__(self) -> None:
         self.largest = 0
 
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
         wanted = max(1, signal.history // signal.resolution)
         points = wanted if max_points is None else min(wanted, max_points)
         self.largest = max(self.largest, points)
@@ -45,7 +45,7 @@ class AnyLengthSource:
         seconds_of_day = (now.timestamp() // step * step - step * np.arange(points)[::-1]) % 86400
         busy = (seconds_of_day >= 12 * 3600 + 240) & (seconds_of_day < 13 * 3600)
         noise = np.random.default_rng(1).poisson(5, points)
-        return History((100 + 300 * busy + noise).astype(float), signal.resolution), 0
+        return SignalRead(History((100 + 300 * busy + noise).astype(float), signal.resolution))
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
         return 300.0

@@ -33,7 +33,14 @@ from presage_scaler.controller.instruments import (
     record_evaluation,
     record_shadow,
 )
-from presage_scaler.engine.evaluator import EvaluationError, Recommendation, SignalSpec, decide, signal_specs
+from presage_scaler.engine.evaluator import (
+    EvaluationError,
+    Recommendation,
+    SignalRead,
+    SignalSpec,
+    decide,
+    signal_specs,
+)
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowSummary
@@ -354,8 +361,8 @@ async def test_timed_backend(metrics: ScalerMetrics) -> None:
 
 
 class _Source:
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> tuple[History, int]:
-        return History(np.ones(3), signal.resolution), 0
+    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
+        return SignalRead(History(np.ones(3), signal.resolution))
 
     async def instant(self, query: PrometheusQuery, now: datetime) -> float:
         raise OSError("connection refused")
@@ -363,8 +370,8 @@ class _Source:
 
 async def test_timed_signal_source(metrics: ScalerMetrics) -> None:
     timed = TimedSignalSource(_Source(), metrics)
-    history, gaps = await timed.range(signal_specs(SPEC)[0], NOW, None)
-    assert len(history.values) == 3 and gaps == 0
+    read = await timed.range(signal_specs(SPEC)[0], NOW, None)
+    assert len(read.history.values) == 3 and read.gap_steps == 0
     with pytest.raises(OSError):
         await timed.instant(PrometheusQuery(**PROM), NOW)
     assert value(metrics, "presage_prometheus_request_duration_seconds_count", query_type="range", outcome="success")

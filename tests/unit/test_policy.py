@@ -192,6 +192,23 @@ def test_first_signal_wins_a_tie():
     assert run([signal(50, name="a"), signal(50, name="b")], 6).binding_signal == "a"
 
 
+def test_the_signal_whose_floor_sets_the_count_binds():
+    """rps's forecast needs 11 replicas, cpu's forecast 2 but its observed demand 20 with its 10 %
+    buffer: the count, 20, is cpu's floor, so cpu is the binding signal."""
+    decision = run(
+        [signal(200, name="rps", capacity=20, observed=100), signal(2, name="cpu", capacity=1.1, observed=20)], 11
+    )
+    assert (decision.replicas, decision.constraint) == (20, "ReactiveFloor")
+    assert (decision.predictive, decision.reactive) == (11, 20)
+    assert decision.binding_signal == "cpu"
+    assert [(s.name, s.replicas, s.reactive_replicas) for s in decision.signals] == [("rps", 11, 6), ("cpu", 2, 20)]
+
+
+def test_a_floor_below_the_forecast_leaves_the_forecasts_signal_binding():
+    decision = run([signal(2, name="cpu", capacity=1.1, observed=5), signal(200, name="rps", capacity=20)], 11)
+    assert (decision.replicas, decision.constraint, decision.binding_signal) == (11, "", "rps")
+
+
 def test_window_candidate_time_is_set_kept_and_cleared():
     spec = policy(**NO_FLOOR)
     first = run(signal(50), 20, spec)

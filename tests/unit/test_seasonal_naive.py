@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.api.forecast_backend import SeasonalNaiveBackend
-from presage_scaler.backends.base import BackendRejected, ForecastRequest, HindcastRequest, History, ModelIdentity
+from presage_scaler.backends.base import (
+    BackendRejected,
+    ForecastRequest,
+    HindcastRequest,
+    History,
+    ModelIdentity,
+    band_spread,
+)
 from presage_scaler.backends.seasonal_naive import (
     LEVEL_CLIP,
     LEVEL_WINDOW,
@@ -454,14 +461,18 @@ def test_a_hindcast_is_the_forecast_made_from_the_shorter_history():
     backend = SeasonalNaive(timedelta(hours=s), cycles)
     origins = np.array([len(values), len(values) - 7, 4 * s + 3, 3 * s])
 
-    forecast = backend.forecast_one(history(values, HOUR), window, LEVELS, HindcastRequest(window, origins))
+    asked = HindcastRequest(window, origins, band=(0.5, 0.9))
+    forecast = backend.forecast_one(history(values, HOUR), window, LEVELS, asked)
 
-    assert forecast.hindcast is not None
+    assert forecast.hindcast is not None and forecast.hindcast.spreads is not None
     np.testing.assert_array_equal(forecast.hindcast.origins, origins)
-    for origin, reference in zip(origins, forecast.hindcast.references, strict=True):
+    for origin, reference, spread in zip(origins, forecast.hindcast.references, forecast.hindcast.spreads, strict=True):
         earlier = backend.forecast_one(history(values[:origin], HOUR), window, LEVELS)
         assert reference == pytest.approx(earlier.point.max(), rel=1e-12)
+        # The band the earlier forecast reported, as wide as it was over the window.
+        assert spread == pytest.approx(band_spread(earlier.quantiles[0.5], earlier.quantiles[0.9], window), rel=1e-9)
     assert forecast.hindcast.references[0] == pytest.approx(forecast.point.max(), rel=1e-12)
+    assert forecast.hindcast.spreads[0] > 0.0
 
 
 def test_a_hindcast_is_nan_where_the_path_has_nothing_to_forecast_from():
@@ -509,7 +520,7 @@ def test_property_windows_of_one_series_forecast_as_one_history_each(case):
             history(values[begin:end], timedelta(minutes=1)),
             3,
             (0.1, 0.9),
-            HindcastRequest(window, np.arange(1, end - begin + 1)),
+            HindcastRequest(window, np.arange(1, end - begin + 1), band=(0.1, 0.9)),
         )
         for begin, end in spans
     ]
@@ -522,4 +533,6 @@ def test_property_windows_of_one_series_forecast_as_one_history_each(case):
             np.testing.assert_allclose(forecast.quantiles[level], alone.quantiles[level], rtol=1e-9, atol=atol)
         assert forecast.hindcast is not None and alone.hindcast is not None
         np.testing.assert_allclose(forecast.hindcast.references, alone.hindcast.references, rtol=1e-9, atol=atol)
+        assert forecast.hindcast.spreads is not None and alone.hindcast.spreads is not None
+        np.testing.assert_allclose(forecast.hindcast.spreads, alone.hindcast.spreads, rtol=1e-9, atol=atol)
         assert (forecast.method, forecast.notes) == (alone.method, alone.notes)

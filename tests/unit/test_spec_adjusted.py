@@ -52,7 +52,6 @@ def used_steps(s: PredictiveScalerSpec, max_horizon: int | None, step: timedelta
         (spec(), 64),
         (spec(forecast={"horizon": "1h"}), 64),
         (spec(leadTime={"static": "15m"}), None),  # leadTime.max is inclusive
-        (spec(interval="10m"), None),  # the default horizon raised to the window is the default
     ],
 )
 def test_as_specified(s: PredictiveScalerSpec, max_horizon: int | None) -> None:
@@ -122,6 +121,21 @@ def test_an_explicit_horizon_raised_to_the_sizing_window() -> None:
         "forecast.horizon 2m at resolution 1m is 2 steps, raised to the sizing window (lead time + interval 1m, "
         "3 steps), so that the horizon never changes what is sized"
     )
+
+
+def test_the_default_horizon_raised_to_the_sizing_window() -> None:
+    """The reference's default is 4x the lead time: 8 steps at lead 2m, where the sizing window at
+    interval 10m is 12. The evaluation asks for 12, and says so."""
+    s = spec(interval="10m")
+    [adjustment] = adjusted(s)
+    assert used_steps(s, None) == 12
+    assert adjustment.reason == Reason.HORIZON_RAISED
+    assert adjustment.message == (
+        "the default horizon (4 × the lead time 2m) at resolution 1m is 8 steps, raised to the sizing window "
+        "(lead time + interval 10m, 12 steps), so that the horizon never changes what is sized"
+    )
+    condition = spec_adjusted_condition(adjusted(s))
+    assert (condition.status, condition.reason) == ("True", Reason.HORIZON_RAISED)
 
 
 def test_raised_then_cut_is_a_cut() -> None:

@@ -129,6 +129,8 @@ def test_property_every_candidate_at_once_decides_as_production_one_at_a_time(
         rng.gamma(2.0, 20.0, (decisions, len(LEVELS))) * rng.choice([0.2, 1.0, 3.0], (decisions, 1)), axis=1
     )
     windows -= rng.choice([0.0, 0.0, 30.0], (decisions, 1))
+    # Yesterday's miss raised some decisions' levels above their calibrated band, each by its own amount.
+    bands = windows - rng.choice([0.0, 0.0, 0.0, 1.0], (decisions, 1)) * rng.uniform(0.0, 40.0, windows.shape)
     observed = rng.gamma(2.0, 20.0, decisions) - rng.choice([0.0, 50.0], decisions, p=[0.9, 0.1])
     schedule = Schedule(first=first, every=every, lead=lead)
     steps = range(first, first + decisions * every, every)
@@ -136,14 +138,14 @@ def test_property_every_candidate_at_once_decides_as_production_one_at_a_time(
     initial = int(rng.integers(shared.min_replicas, shared.max_replicas + 1))
     counts = replay(
         candidates,
-        {FORECASTER: Forecasts(LEVELS, windows)},
+        {FORECASTER: Forecasts(LEVELS, windows, bands)},
         shared,
         Decisions(steps, observed, per_replica, STEP, initial),
     )
     # Decisions replayed for their state only leave the same counts after them.
     later = replay(
         candidates,
-        {FORECASTER: Forecasts(LEVELS, windows)},
+        {FORECASTER: Forecasts(LEVELS, windows, bands)},
         shared,
         Decisions(steps, observed, per_replica, STEP, initial),
         kept_from=decisions // 2,
@@ -154,7 +156,10 @@ def test_property_every_candidate_at_once_decides_as_production_one_at_a_time(
         one = OneByOne(
             policy_of(base, knobs),
             windows[:, LEVELS.index(knobs.target_quantile)],
-            windows[:, LEVELS.index(0.5)],
+            # The guard's lower value: the band's, raised as much as the target's.
+            bands[:, LEVELS.index(0.5)]
+            + windows[:, LEVELS.index(knobs.target_quantile)]
+            - bands[:, LEVELS.index(knobs.target_quantile)],
             observed,
             per_replica,
             steps,
