@@ -293,7 +293,18 @@ async def test_enforce_with_nothing_to_apply_it_says_so_once(
         "web", "web", prom.url, "app_demand", backend_name, mode="Enforce", interval="10m", leadTime={"static": "20m"}
     )
     apply(cluster, enforce, ns)
-    apply(cluster, predictive_scaler("quiet", "web", prom.url, "app_demand", backend_name, interval="10m"), ns)
+    # A horizon of the sizing window (lead 2m + interval 10m) is used as written; the default (4x the lead)
+    # would be raised to it and reported as HorizonRaised.
+    quiet = predictive_scaler(
+        "quiet",
+        "web",
+        prom.url,
+        "app_demand",
+        backend_name,
+        interval="10m",
+        forecast={"backendRef": backend_name, "horizon": "12m"},
+    )
+    apply(cluster, quiet, ns)
 
     async with running(options(cluster, ns)) as app:
         await until(instant(lambda: app.triggers.informer.synced), bool, "the ScaledObject cache")
