@@ -42,6 +42,8 @@ SHADOW_MAX_PENDING = 32
 # a day of them per signal (one every ten minutes, plus those whose window is still open).
 CALIBRATION_MAX_FORECASTS = 160
 MAX_SIGNALS = 16
+# A percentage strictly between 0 and 100: "1%", "0.5%", "99.9%".
+SERVICE_LEVEL_PATTERN = r"^(0\.[0-9]*[1-9][0-9]*|[1-9][0-9]?(\.[0-9]+)?)%$"
 
 
 # --- signals and capacity ------------------------------------------------------------------
@@ -449,9 +451,36 @@ class ScaleTargetRef(APIModel):
     )
 
 
+class AdviceSpec(APIModel):
+    """Advice opts the scaler in to advice: presage advise (which the chart runs as a CronJob) tunes the
+    policy on the signal's own history exactly as presage tune --scaler does, and writes the spec to apply,
+    with what it would have saved, into status.advice. It never changes the spec. Without Advice, presage
+    advise never reads the scaler's signal."""
+
+    every: Duration = field(
+        "Every is how often the advice is made again; a change to the spec makes it again at the next run.",
+        default="24h",
+    )
+    lookback: Duration = field(
+        "Lookback is how much of the signal's history, ending now, the advice is made from: a warm-up (7 days "
+        "by default), the part the policy is chosen on and the last 7 days, held out to check the choice. A "
+        "change is advised only when the part chosen on spans at least 7 days.",
+        default="28d",
+    )
+    service_level: str = field(
+        'ServiceLevel is the most under-provisioned time allowed, as a percentage of the time, such as "1%": '
+        "the advice is the policy with the fewest replica-hours that meets it.",
+        pattern=SERVICE_LEVEL_PATTERN,
+        maxLength=16,
+    )
+
+    cel_rules = (at_least("every", "1h"), at_least("lookback", "2d"))
+
+
 class PredictiveScalerSpec(APIModel):
     """PredictiveScalerSpec defines the desired state of a PredictiveScaler."""
 
+    advice: AdviceSpec | None = field(AdviceSpec.__doc__ or "", default=None)
     capacity: CapacitySpec | None = field(
         "Capacity applies to the single-signal form only; multi-signal scalers carry a capacity per signal.",
         default=None,
@@ -521,6 +550,12 @@ class PredictiveScalerSpec(APIModel):
             cel="has(self.signal) != has(self.signals)",
             message="exactly one of signal or signals must be set",
             check=lambda s: (s.signal is None) != (s.signals is None),
+        ),
+        Rule(
+            cel="!has(self.advice) || has(self.signal)",
+            message="advice applies only to the single-signal form (signal): presage advise replays one signal",
+            check=lambda s: s.advice is None or s.signal is not None,
+            field_path=".advice",
         ),
         Rule(
             cel="!has(self.capacity) || has(self.signal)",
@@ -802,9 +837,106 @@ class SignalCalibration(APIModel):
     resolution: Duration = field("Resolution of the signal the forecasts were made at.")
 
 
+class AdvicePart(APIModel):
+    """AdvicePart is how a spec did, replayed over one part of the history."""
+
+    cost_vs_oracle: MeasuredString = field(
+        "CostVsOracle is its replica-hours over an oracle's, which knew demand in advance and had every "
+        "replica ready exactly when needed."
+    )
+    replica_hours: MeasuredString = field("ReplicaHours is the replica-hours it would have used.")
+    under_provisioned: MeasuredString = field(
+        "UnderProvisioned is the share of steps whose demand exceeded the ready capacity, in percent."
+    )
+
+
+class AdviceOutcome(APIModel):
+    """AdviceOutcome is how a spec did on the part the advice was chosen on and on the part held out."""
+
+    held_out: AdvicePart = field("HeldOut is the later part, never looked at when choosing.")
+    in_sample: AdvicePart = field("InSample is the part the advice was chosen on.")
+
+
+class AdviceChange(APIModel):
+    """AdviceChange is one field the advice changes."""
+
+    advised: str = field("Advised is the value advised.")
+    current: str = field("Current is the value in the spec now.")
+    field_path: str = field(
+        "Field is the path of the field in the PredictiveScaler's spec (policy.targetQuantile), or "
+        "forecastBackend.season and forecastBackend.cycles for the SeasonalNaive backend it refers to.",
+        alias="field",
+    )
+
+
+class AdvisedBackend(APIModel):
+    """AdvisedBackend is the SeasonalNaive ForecastBackend the advised spec refers to (forecast.backendRef),
+    to create when it does not exist."""
+
+    cycles: Int32 = field("Cycles is the number of seasons averaged.", minimum=1)
+    name: str = field("Name is the ForecastBackend's name, which says what it is (seasonal-naive-24h-x2).")
+    season: Duration = field("Season is the period of the pattern repeated.")
+
+
+class AdviceHistory(APIModel):
+    """AdviceHistory is the stretch of the signal the advice was made from, and how it was cut."""
+
+    end: Timestamp = field("End is the time of the newest step read.")
+    held_out: Duration = field("HeldOut is the length of the later part, held out to check the choice.")
+    in_sample: Duration = field("InSample is the length of the part the advice was chosen on.")
+    start: Timestamp = field("Start is the time of the oldest step read (the warm-up begins there).")
+
+
+AdviceVerdict = Literal["Advised", "Keep", "NotEnoughHistory", "NothingMet", "HeldOutFailed"]
+
+
+class AdviceStatus(APIModel):
+    """AdviceStatus is what presage advise found for the spec as it was (spec.advice). Verdict Advised: the
+    changes met the service level on the part chosen on and on the part held out, for fewer replica-hours
+    held out than the current spec; Keep: the current spec is the cheapest found that meets it;
+    NotEnoughHistory: the part chosen on is shorter than 7 days; NothingMet: no candidate met the service
+    level on the part chosen on; HeldOutFailed: the choice missed it held out, or cost more there than the
+    current spec. Only Advised carries changes and a patch. A failed attempt sets Error and keeps the
+    advice made before it."""
+
+    advised: AdviceOutcome | None = field("Advised is how the advised spec did.", default=None)
+    alike: str | None = field(
+        "Alike says how far the advised spec's held-out figures could as well have landed: what the "
+        "candidates nearly as cheap on the part chosen on did held out.",
+        default=None,
+    )
+    changes: list[AdviceChange] | None = field(
+        "Changes lists the fields the advice changes.", default=None, maxItems=16
+    )
+    current: AdviceOutcome | None = field("Current is how the current spec did.", default=None)
+    error: str | None = field("Error says why the last attempt failed; absent when it succeeded.", default=None)
+    forecast_backend: AdvisedBackend | None = field(AdvisedBackend.__doc__ or "", default=None)
+    history: AdviceHistory | None = field(AdviceHistory.__doc__ or "", default=None)
+    last_attempt_time: Timestamp | None = field("LastAttemptTime is when presage advise last tried.", default=None)
+    message: str | None = field("Message says, in one line, what the verdict rests on and what to do.", default=None)
+    observed_generation: Int64 | None = field(
+        "ObservedGeneration is the metadata.generation of the spec the advice is for.", default=None
+    )
+    patch: str | None = field(
+        "Patch is a JSON merge patch of the PredictiveScaler that applies the advice: kubectl patch "
+        'predictivescaler NAME --type merge -p "$(kubectl get predictivescaler NAME -o '
+        "jsonpath='{.status.advice.patch}')\" (create forecastBackend first when it is set).",
+        default=None,
+    )
+    saving: MeasuredString | None = field(
+        "Saving is the share of the current spec's held-out replica-hours the advised spec would not have "
+        "used, in percent (0 with Keep).",
+        default=None,
+    )
+    service_level: str | None = field("ServiceLevel is the spec.advice.serviceLevel the advice meets.", default=None)
+    time: Timestamp | None = field("Time is when the advice was made.", default=None)
+    verdict: AdviceVerdict | None = field("Verdict is what the advice is (see above).", default=None)
+
+
 class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
+    advice: AdviceStatus | None = field(AdviceStatus.__doc__ or "", default=None)
     breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
     calibration: list[SignalCalibration] | None = field(
         "Calibration holds, per signal, the recent forecasts of a backend that cannot recompute its past "

@@ -61,8 +61,8 @@ def _condition(field: str, type_: str) -> str:
 # The default columns answer "what does it recommend, and is it working": READY with, beside it, the
 # Degraded reason, which names the failure (PrometheusUnreachable, BackendTimeout, ...) while a scaler
 # still serves its last recommendation, and reads EvaluationSucceeded otherwise. -o wide adds what a
-# healthy scaler's number came from and the Ready reason (what is served: Recommended,
-# LastRecommendationHeld, RecommendationStale, NoRecommendation).
+# healthy scaler's number came from, the Ready reason (what is served: Recommended,
+# LastRecommendationHeld, RecommendationStale, NoRecommendation) and what the advice saves.
 PREDICTIVE_SCALER = Kind(
     name="PredictiveScaler",
     plural="predictivescalers",
@@ -92,6 +92,12 @@ PREDICTIVE_SCALER = Kind(
         PrinterColumn("Ready", _condition("status", "Ready"), description="A fresh recommendation is served"),
         PrinterColumn(
             "Serving", _condition("reason", "Ready"), description="The Ready reason: what is served", priority=1
+        ),
+        PrinterColumn(
+            "Saving",
+            ".status.advice.saving",
+            description="Held-out replica-hours the advice saves, % (spec.advice)",
+            priority=1,
         ),
         PrinterColumn(
             "Reason",

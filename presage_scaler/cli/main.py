@@ -14,6 +14,7 @@ from presage_scaler.api.generated import PACKAGE, checkout_of, stale_generated, 
 from presage_scaler.backtest import command as backtest_command
 from presage_scaler.cli import scaledobject_command
 from presage_scaler.controller import command as run_command
+from presage_scaler.tune import advise_command
 from presage_scaler.tune import command as tune_command
 
 
@@ -74,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune_command.add_arguments(tune)
     tune.set_defaults(func=tune_command.run)
+
+    advise = commands.add_parser(
+        "advise", help="tune every PredictiveScaler with spec.advice on its own history and write status.advice"
+    )
+    advise_command.add_arguments(advise)
+    advise.set_defaults(func=advise_command.run)
 
     run = commands.add_parser(
         "run", help="run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"

@@ -32,6 +32,8 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import JSON
 
+ADVICE = "advice"
+"""The status field presage advise writes and the controller never does."""
 HELD_AT_MOST = timedelta(minutes=10)
 """A status confirmed by its Lease is still written this long after its forecast: what a replica's
 restart loses (held shadow predictions, a TimesFM backend's recorded forecast, which is taken at most
@@ -152,9 +154,12 @@ class LeaseVouch:
 def replacing(status: JSON) -> JSON:
     """A merge patch that turns the written status into ``status``, a held one computed over it: its
     fields, and null for each status field it lacks (a held status holds every key of the status it
-    was merged over, nested ones included, so only a top-level field it cleared is missing)."""
-    cleared = {field.alias or name: None for name, field in PredictiveScalerStatus.model_fields.items()}
-    return {**cleared, **status}
+    was merged over, nested ones included, so only a top-level field it cleared is missing). Leaves
+    ``advice`` as it is: presage advise writes it, and the held status may carry an older one."""
+    cleared = {
+        field.alias or name: None for name, field in PredictiveScalerStatus.model_fields.items() if name != ADVICE
+    }
+    return {**cleared, **{key: value for key, value in status.items() if key != ADVICE}}
 
 
 def forecast_time(status: JSON) -> datetime | None:

@@ -48,37 +48,24 @@ async def _backend(client: KubeClient, name: str) -> dict[str, Any]:
     return spec
 
 
-async def read_live(
-    name: str,
-    namespace: str | None,
-    lookback: timedelta,
-    now: datetime,
-    *,
-    kubeconfig: Any = None,
-    context: str | None = None,
-    prometheus: str | None = None,
+async def live_scaler(
+    client: KubeClient, scaler: dict[str, Any], lookback: timedelta, now: datetime, *, prometheus: str | None = None
 ) -> LiveScaler:
-    """Read the PredictiveScaler ``namespace/name``, its ForecastBackend and its signal over the
-    ``lookback`` before ``now``. ``prometheus`` replaces the query's address (the in-cluster
-    address is often not reachable from where ``presage tune`` runs)."""
-    try:
-        config = kube_config.load(kubeconfig, context)
-    except kube_config.KubeConfigError as exc:
-        raise TuneError(str(exc)) from None
-    namespace = namespace or config.namespace
-    async with KubeClient(config, user_agent="presage-tune") as client:
-        scaler = await read_scaler(client, namespace, name)
-        spec = parse(PredictiveScalerSpec, scaler.get("spec"), path="spec")
-        if spec.signal is None or spec.signal.prometheus is None:
-            raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
-        backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
-        query = spec.signal.prometheus
-        ref = query.bearer_token_secret_ref
-        token = await SecretTokens(client).read(namespace, ref) if ref is not None else None
+    """The PredictiveScaler object ``scaler`` as read from the cluster, with its ForecastBackend and its
+    signal over the ``lookback`` before ``now``. ``prometheus`` replaces the query's address."""
+    metadata = scaler.get("metadata") or {}
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    spec = parse(PredictiveScalerSpec, scaler.get("spec"), path="spec")
+    if spec.signal is None or spec.signal.prometheus is None:
+        raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
+    backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
+    query = spec.signal.prometheus
+    ref = query.bearer_token_secret_ref
+    token = await SecretTokens(client).read(namespace, ref) if ref is not None and namespace else None
     resolution = spec.signal.resolution
     end = align_down(now, resolution)
     if lookback < resolution:
-        raise TuneError(f"--lookback {format_duration(lookback)} is shorter than the signal's resolution")
+        raise TuneError(f"the lookback {format_duration(lookback)} is shorter than the signal's resolution")
     trace = await load_prometheus(
         prometheus or query.address,
         query.query,
@@ -91,3 +78,23 @@ async def read_live(
     return LiveScaler(
         metadata={"name": name, "namespace": namespace}, spec=scaler["spec"], backend=backend, trace=trace
     )
+
+
+async def read_live(
+    name: str,
+    namespace: str | None,
+    lookback: timedelta,
+    now: datetime,
+    *,
+    kubeconfig: Any = None,
+    context: str | None = None,
+    prometheus: str | None = None,
+) -> LiveScaler:
+    """Read the PredictiveScaler ``namespace/name`` and what :func:`live_scaler` reads with it."""
+    try:
+        config = kube_config.load(kubeconfig, context)
+    except kube_config.KubeConfigError as exc:
+        raise TuneError(str(exc)) from None
+    async with KubeClient(config, user_agent="presage-tune") as client:
+        scaler = await read_scaler(client, namespace or config.namespace, name)
+        return await live_scaler(client, scaler, lookback, now, prometheus=prometheus)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.image_install import image_runtime, imported_from, install_image
+from tests.harness.image_install import build_args, image_runtime, imported_from, install_image
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile.scaler"
@@ -46,7 +46,9 @@ def test_every_module_imports_from_what_the_image_copies(installed):
     assert not modules & {"presage_scaler.cli", "presage_scaler.backtest.command", "presage_scaler.backtest.extra"}
 
 
-@pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["scaledobject", "--help"], ["backtest", "--help"]])
+@pytest.mark.parametrize(
+    "command", [["--help"], ["run", "--help"], ["scaledobject", "--help"], ["backtest", "--help"], ["advise", "--help"]]
+)
 def test_the_entrypoint_runs_as_the_image_runs_it(installed, command):
     runtime = image_runtime(DOCKERFILE)
     result = subprocess.run(
@@ -100,3 +102,40 @@ def test_backtest_without_the_extra_says_how_to_install_it(installed, tmp_path):
     assert result.stderr.startswith("presage backtest: pandas and plotly are not installed"), result.stderr
     assert "pip install 'presage-scaler[backtest]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+def test_advise_without_the_extra_says_which_image_to_use(installed, tmp_path):
+    """`presage advise` tunes with pandas: in the scaler image it says so in one line, before reading
+    anything."""
+    result = subprocess.run(
+        [installed / "presage", "advise", "--kubeconfig", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("presage advise: pandas and plotly are not installed"), result.stderr
+    assert "--build-arg EXTRAS='[backtest]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_advise_image_carries_what_presage_advise_needs(tmp_path):
+    """Built with --build-arg EXTRAS='[backtest]' (the chart's advise image): every module imports,
+    and `presage advise` gets as far as the cluster's credentials."""
+    assert build_args(DOCKERFILE) == {"EXTRAS": ""}
+    (tmp_path / "advise").mkdir()
+    advise = install_image(DOCKERFILE, tmp_path / "advise", dependencies_of=Path(sys.executable), extras="[backtest]")
+    imports = subprocess.run(
+        [advise / "python", "-c", "import presage_scaler.tune.advisor, presage_scaler.backtest.report"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+    )
+    assert imports.returncode == 0, imports.stderr
+    missing = tmp_path / "none"
+    result = subprocess.run(
+        [advise / "presage", "advise", "--kubeconfig", str(missing)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2 and str(missing) in result.stderr, result.stderr
+    assert "not installed" not in result.stderr

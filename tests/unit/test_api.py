@@ -560,6 +560,7 @@ def test_printer_columns_and_names():
         "Constraint",
         "Ready",
         "Serving",
+        "Saving",
         "Reason",
         "Age",
     ]

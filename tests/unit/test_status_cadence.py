@@ -292,6 +292,16 @@ def test_replacing_turns_the_written_status_into_the_held_one():
     assert merge_patch(written, replacing(held)) == held
 
 
+def test_replacing_leaves_the_advice_to_presage_advise():
+    """presage advise may have written newer advice since the controller read the status: writing a
+    held status neither clears it nor puts back the controller's older copy."""
+    held = status(advice={"verdict": "Keep", "time": WRITTEN_AT.isoformat()})
+    newer = {"verdict": "Advised", "time": (WRITTEN_AT + MINUTE).isoformat()}
+    patch = replacing(held)
+    assert "advice" not in patch
+    assert merge_patch(status(advice=newer), patch)["advice"] == newer
+
+
 def test_an_entry_knows_when_its_written_outcome_was_last_confirmed():
     entry = ScalerEntry(obj=_scaler("7", status()), generation=3)
     assert entry.vouched is None and entry.confirmed() == WRITTEN_AT

@@ -235,11 +235,20 @@ class KubeClient:
         return await self.request("DELETE", resource.path(namespace, name))
 
     async def merge_patch(
-        self, resource: Resource, namespace: str | None, name: str, patch: JSON, subresource: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: JSON,
+        subresource: str | None = None,
+        *,
+        field_manager: str | None = None,
     ) -> JSON:
-        """JSON merge patch; include ``metadata.resourceVersion`` in it to make it conditional (409 on change)."""
+        """JSON merge patch; include ``metadata.resourceVersion`` in it to make it conditional (409 on change).
+        ``field_manager`` names the writer in the object's managedFields (default: the user agent's)."""
+        params = {"fieldManager": field_manager} if field_manager else None
         return await self.request(
-            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH
+            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH, params=params
         )
 
     async def watch(

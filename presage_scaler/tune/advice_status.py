@@ -1,0 +1,129 @@
+"""``status.advice`` from a tuning run: the verdict, the changed fields as a merge patch a user can
+apply, and the figures of the current and the advised spec on both parts of the history."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from presage_scaler.api.predictive_scaler import AdviceStatus
+from presage_scaler.api.quantities import format_duration
+from presage_scaler.tune.advice import Advice
+from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.output import alike_line, backend_name
+from presage_scaler.tune.search import Figures
+from presage_scaler.tune.tuner import Outcome, TuneResult
+
+KNOB_FIELDS = {
+    "targetQuantile": "policy.targetQuantile",
+    "headroom": "policy.headroom",
+    "guard": "policy.scaleDownUncertaintyGuard",
+    "scaleDownWindow": "policy.stabilization.scaleDownWindow",
+    "maxScaleDownRate": "policy.stabilization.maxScaleDownRate",
+    "history": "signal.history",
+    "season": "forecastBackend.season",
+    "cycles": "forecastBackend.cycles",
+}
+"""Each knob (:meth:`Knobs.as_dict`) and the field a user changes to set it."""
+
+
+def merge_diff(before: Any, after: Any) -> Any:
+    """The JSON merge patch (RFC 7396) that turns ``before`` into ``after``; None when they are equal."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None if before == after else after
+    patch: dict[str, Any] = {key: None for key in before if key not in after}
+    for key, value in after.items():
+        if key not in before:
+            patch[key] = value
+        elif (change := merge_diff(before[key], value)) is not None:
+            patch[key] = change
+    return patch or None
+
+
+def _part(figures: Figures) -> dict[str, Any]:
+    return {
+        "underProvisioned": figures.under_pct,
+        "costVsOracle": figures.cost_vs_oracle,
+        "replicaHours": figures.replica_hours,
+    }
+
+
+def _outcome(outcome: Outcome) -> dict[str, Any]:
+    return {"inSample": _part(outcome.in_sample), "heldOut": _part(outcome.held_out)}
+
+
+def changes(current: Knobs, advised: Knobs) -> list[dict[str, str]]:
+    """The fields whose values differ, in the order of :data:`KNOB_FIELDS`."""
+    before, after = current.as_dict(), advised.as_dict()
+    return [
+        {"field": path, "current": str(before[knob]), "advised": str(after[knob])}
+        for knob, path in KNOB_FIELDS.items()
+        if before[knob] != after[knob]
+    ]
+
+
+def spec_patch(result: TuneResult, current_spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch of the PredictiveScaler (as stored: ``current_spec``) that sets the knobs the
+    chosen spec changes, and only those, and points it at the chosen SeasonalNaive backend when the
+    forecaster changed."""
+    chosen, start = result.chosen.knobs, result.default.knobs
+    advised = chosen.spec_wire(current_spec)
+    if chosen.forecaster != start.forecaster:
+        advised.setdefault("forecast", {})["backendRef"] = backend_name(chosen)
+    diff = merge_diff(start.spec_wire(current_spec), advised)
+    return None if diff is None else {"spec": diff}
+
+
+def advice_status(
+    result: TuneResult, advice: Advice, spec: dict[str, Any], service_level: str, generation: int, now: datetime
+) -> dict[str, Any]:
+    """``status.advice`` (wire form, validated against the API) for ``result`` on the scaler whose
+    stored spec is ``spec``; every field of :class:`AdviceStatus` is present, null when not set, so
+    that a merge patch of it leaves nothing of an earlier advice behind."""
+    split = result.split
+    chosen, start = result.chosen, result.default
+    advised = advice.verdict == "Advised"
+    patch = spec_patch(result, spec) if advised else None
+    forecaster_changed = advised and chosen.knobs.forecaster != start.knobs.forecaster
+    saving = 1.0 - chosen.held_out.replica_hours / start.held_out.replica_hours if advised else 0.0
+    body: dict[str, Any] = {
+        "time": now,
+        "lastAttemptTime": now,
+        "observedGeneration": generation,
+        "serviceLevel": service_level,
+        "verdict": str(advice.verdict),
+        "message": advice.message,
+        "current": _outcome(start),
+        "advised": _outcome(chosen) if advised else None,
+        "saving": 100.0 * saving,
+        "changes": changes(start.knobs, chosen.knobs) if advised else None,
+        "patch": json.dumps(patch, separators=(",", ":"), sort_keys=True) if patch is not None else None,
+        "forecastBackend": {
+            "name": backend_name(chosen.knobs),
+            "season": format_duration(chosen.knobs.forecaster.season),
+            "cycles": chosen.knobs.forecaster.cycles,
+        }
+        if forecaster_changed
+        else None,
+        "alike": alike_line(result) if advised else None,
+        "history": {
+            "start": result.trace.start,
+            "end": split.at(split.end - 1),
+            "inSample": split.in_sample,
+            "heldOut": split.held_out,
+        },
+        "error": None,
+    }
+    wire = AdviceStatus.model_validate(body).to_wire()
+    return {name: wire.get(name) for name in _wire_names()}
+
+
+def failed_status(message: str, now: datetime) -> dict[str, Any]:
+    """The merge patch of ``status.advice`` for a failed attempt: the error, and the advice made
+    before it kept."""
+    return AdviceStatus.model_validate({"error": message, "lastAttemptTime": now}).to_wire()
+
+
+def _wire_names() -> list[str]:
+    return [info.alias or name for name, info in AdviceStatus.model_fields.items()]

@@ -1,0 +1,158 @@
+"""``status.advice`` from a tuning run, and which scalers a run of ``presage advise`` takes: the patch
+sets exactly the changed fields, every field validates against the API, and shards split scalers
+with none taken twice or missed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.predictive_scaler import AdviceStatus, PredictiveScalerSpec
+from presage_scaler.tune.advice import Verdict, advise
+from presage_scaler.tune.advice_status import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff
+from presage_scaler.tune.advisor import advice_spec, due, in_shard, summary_line
+from presage_scaler.tune.knobs import ForecasterKnobs
+from presage_scaler.tune.tuner import TuneResult, tune
+from tests.unit.test_tune import _held_up, _week, setup_for
+from tests.unit.test_tune_parts import daily_trace
+
+NOW = datetime(2026, 12, 6, 12, tzinfo=UTC)
+SPEC = {
+    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+    "signal": {"prometheus": {"address": "http://prometheus:9090", "query": "rate(x[1m])"}},
+    "capacity": {"perReplica": 20},
+    "policy": {"maxReplicas": 200},
+    "advice": {"serviceLevel": "1%"},
+}
+
+
+@pytest.fixture(scope="module")
+def result() -> TuneResult:
+    return tune(daily_trace(9, seed=3), setup_for(spec=SPEC))
+
+
+def _advised(result: TuneResult) -> TuneResult:
+    """``result`` held up on a week, with a chosen spec other than the start, a new season included."""
+    held_up = _week(_held_up(result))
+    knobs = held_up.default.knobs
+    other = replace(
+        knobs,
+        target_quantile=0.95,
+        forecaster=ForecasterKnobs(timedelta(hours=12), knobs.forecaster.cycles, knobs.forecaster.history),
+    )
+    chosen = replace(held_up.chosen, knobs=other)
+    chosen = replace(
+        chosen, held_out=replace(chosen.held_out, replica_hours=0.8 * held_up.default.held_out.replica_hours)
+    )
+    return replace(held_up, chosen=chosen)
+
+
+def test_merge_diff_turns_one_document_into_the_other():
+    before = {"a": {"b": 1, "c": 2}, "d": [1], "e": "x"}
+    after = {"a": {"b": 1, "c": 3}, "d": [1, 2], "f": True}
+    patch = merge_diff(before, after)
+    assert patch == {"a": {"c": 3}, "d": [1, 2], "e": None, "f": True}
+    assert merge_diff(after, after) is None
+
+
+def test_advised_status_patches_exactly_the_changed_fields_and_validates(result):
+    advised = _advised(result)
+    advice = advise(advised)
+    assert advice.verdict == Verdict.ADVISED
+    body = advice_status(advised, advice, SPEC, "1%", 4, NOW)
+    assert set(body) == {info.alias or name for name, info in AdviceStatus.model_fields.items()}
+    AdviceStatus.model_validate(body)
+    assert body["verdict"] == "Advised" and body["observedGeneration"] == 4 and body["error"] is None
+    assert [c["field"] for c in body["changes"]] == [
+        "policy.targetQuantile",
+        "forecastBackend.season",
+    ]
+    cycles = result.default.knobs.forecaster.cycles
+    assert body["forecastBackend"] == {"name": f"seasonal-naive-12h-x{cycles}", "season": "12h", "cycles": cycles}
+    patch = json.loads(body["patch"])
+    assert patch == {
+        "spec": {"policy": {"targetQuantile": "0.95"}, "forecast": {"backendRef": f"seasonal-naive-12h-x{cycles}"}}
+    }
+    # The spec the patch makes is valid and is the chosen knobs on the user's own spec.
+    patched = parse(PredictiveScalerSpec, _merge(SPEC, patch["spec"]), path="spec")
+    assert patched.policy.target_quantile == 0.95 and patched.scale_target_ref.name == "web"
+    assert float(body["saving"]) == pytest.approx(20.0)
+    assert "20.0 % fewer replica-hours" in summary_line(advice, body) and advice.message in summary_line(advice, body)
+
+
+def test_only_an_advised_change_carries_changes_and_a_patch(result):
+    advice = advise(result)  # two days chosen on: not enough history
+    body = advice_status(result, advice, SPEC, "1%", 1, NOW)
+    assert body["verdict"] == "NotEnoughHistory"
+    assert body["changes"] is None and body["patch"] is None and body["advised"] is None
+    assert float(body["saving"]) == 0.0 and body["current"]["heldOut"]["underProvisioned"]
+    assert summary_line(advice, body) == advice.message
+
+
+def test_a_failed_attempt_keeps_the_advice_made_before_it():
+    patch = failed_status("Prometheus at http://p:9090 is unreachable", NOW)
+    assert patch == {"error": "Prometheus at http://p:9090 is unreachable", "lastAttemptTime": "2026-12-06T12:00:00Z"}
+
+
+def test_every_knob_has_the_field_a_user_changes(result):
+    assert set(KNOB_FIELDS) == set(result.default.knobs.as_dict())
+    assert changes(result.default.knobs, result.default.knobs) == []
+
+
+def _merge(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# --- which scalers a run takes -------------------------------------------------------------------
+
+
+def _scaler(generation: int = 3, **advice: object) -> dict:
+    return {"metadata": {"namespace": "shop", "name": "web", "generation": generation}, "status": {"advice": advice}}
+
+
+def test_a_scaler_is_due_when_never_advised_changed_failed_or_every_has_passed():
+    every = timedelta(hours=24)
+    made = (NOW - timedelta(hours=1)).isoformat()
+    assert due({"metadata": {"generation": 1}}, every, NOW)
+    assert not due(_scaler(observedGeneration=3, time=made), every, NOW)
+    assert due(_scaler(generation=4, observedGeneration=3, time=made), every, NOW)
+    assert due(_scaler(observedGeneration=3, time=made, error="unreachable"), every, NOW)
+    assert due(_scaler(observedGeneration=3, time=(NOW - every).isoformat()), every, NOW)
+    assert due(_scaler(observedGeneration=3, time="not a time"), every, NOW)
+
+
+def test_advice_spec_defaults_and_refusals():
+    spec = advice_spec({"spec": {"advice": {"serviceLevel": "0.5%"}}})
+    assert spec is not None and (spec.every, spec.lookback) == (timedelta(hours=24), timedelta(days=28))
+    assert advice_spec({"spec": {}}) is None
+    for level in ("0%", "100%", "1", "-1%", "abc"):
+        with pytest.raises(SpecError, match="serviceLevel"):
+            advice_spec({"spec": {"advice": {"serviceLevel": level}}})
+    with pytest.raises(SpecError, match="every must be at least 1h"):
+        advice_spec({"spec": {"advice": {"serviceLevel": "1%", "every": "5m"}}})
+    with pytest.raises(SpecError, match="single-signal"):
+        parse(PredictiveScalerSpec, {**{k: v for k, v in SPEC.items() if k not in ("signal", "capacity")},
+              "signals": [{"name": "a", "prometheus": SPEC["signal"]["prometheus"], "capacity": {"perReplica": 1}}]},
+              path="spec")  # fmt: skip
+
+
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20)), max_size=50),
+       st.integers(min_value=1, max_value=8))  # fmt: skip
+def test_shards_take_every_scaler_exactly_once(names, shards):
+    for namespace, name in names:
+        obj = {"metadata": {"namespace": namespace, "name": name}}
+        assert sum(in_shard(obj, shard, shards) for shard in range(shards)) == 1
