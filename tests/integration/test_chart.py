@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -68,8 +69,30 @@ EVERYTHING = {
     "metrics.podMonitor.enabled": "true",
     "metrics.podMonitor.scrapeTimeout": "10s",
     "certManager.enabled": "true",
+    "advise.enabled": "true",
+    "advise.schedule": "5 */6 * * *",
+    "advise.shards": "4",
+    "advise.image.tag": "0.2.0",
+    "advise.image.pullPolicy": "IfNotPresent",
+    "advise.warmup": "3d",
+    "advise.holdout": "2d12h",
+    "advise.jobs": "2",
+    "advise.extraArgs": "{--namespace=shop}",
+    "advise.extraEnv[0].name": "SSL_CERT_FILE",
+    "advise.extraEnv[0].value": "/etc/ssl/certs/ca-certificates.crt",
+    "advise.resources.requests.cpu": "2",
+    "advise.activeDeadlineSeconds": "1800",
+    "advise.backoffLimitPerIndex": "0",
+    "advise.podAnnotations.team": "autoscaling",
+    "advise.podLabels.tier": "batch",
+    "advise.nodeSelector.pool": "batch",
+    "advise.tolerations[0].key": "batch",
+    "advise.tolerations[0].operator": "Exists",
+    "advise.priorityClassName": "low",
 }
-VARIANTS = {"defaults": {}, "everything": EVERYTHING}
+# presage advise as a CronJob with its defaults.
+ADVISE = {"advise.enabled": "true"}
+VARIANTS = {"defaults": {}, "everything": EVERYTHING, "advise": ADVISE}
 
 
 def stand_in_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
@@ -172,6 +195,10 @@ def test_lint_is_clean(helm: Helm, variant: str) -> None:
         ("scaler.podDisruptionBudget.minAvailable=most", "at '/scaler/podDisruptionBudget/minAvailable'"),
         ("certManager.issuer.kind=Issuers", "at '/certManager/issuer/kind'"),
         ("defaultForecastBackend.seasonalNaive.season=weekly", "at '/defaultForecastBackend/seasonalNaive/season'"),
+        ("advise.shards=0", "at '/advise/shards'"),
+        ("advise.shard=1", "at '/advise': additional properties 'shard' not allowed"),
+        ("advise.warmup=week", "at '/advise/warmup'"),
+        ("advise.schedule=", "at '/advise/schedule'"),
     ],
 )
 def test_a_misspelt_or_mistyped_value_fails_before_anything_renders(helm: Helm, flag: str, error: str) -> None:
@@ -437,6 +464,176 @@ def test_forecaster_is_optional(helm: Helm) -> None:
     assert not [key for key in render(helm, {}) if "forecaster" in key[1]]
 
 
+ADVISE_NAME = "presage-scaler-advise"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def advise_job(objects: Objects) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The advise CronJob's Job spec, pod template and its one container."""
+    job = objects["CronJob", ADVISE_NAME]["spec"]["jobTemplate"]["spec"]
+    [container] = job["template"]["spec"]["containers"]
+    return job, job["template"], container
+
+
+def test_advise_is_off_by_default(helm: Helm) -> None:
+    objects = render(helm, {})
+    assert not [key for key in objects if "advise" in key[1] or key[0] in ("CronJob", "Job")]
+
+
+def test_advise_runs_as_an_indexed_job_each_pod_a_shard(helm: Helm, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = render(helm, {"advise.enabled": "true", "advise.shards": "3"})
+    cronjob = objects["CronJob", ADVISE_NAME]
+    assert cronjob["metadata"]["namespace"] == NAMESPACE
+    assert cronjob["spec"]["schedule"] == "17 * * * *"
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    assert (cronjob["spec"]["successfulJobsHistoryLimit"], cronjob["spec"]["failedJobsHistoryLimit"]) == (1, 3)
+    job, template, container = advise_job(objects)
+    assert job["completionMode"] == "Indexed"
+    assert (job["completions"], job["parallelism"]) == (3, 3)
+    assert (job["backoffLimitPerIndex"], job["activeDeadlineSeconds"]) == (1, 3300)
+    pod = template["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert container["name"] == "advise"
+    assert container["image"] == f"ghcr.io/presage-sh/presage-advise:{APP_VERSION}"
+    assert "imagePullPolicy" not in container
+    # No --shard: each pod takes its index from the variable Kubernetes sets in an indexed Job's pods.
+    assert container["args"] == ["advise", "--shards=3", "--jobs=1"]
+    assert not [a for a in container["args"] if a.startswith("--shard=")]
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.shard, args.shards, args.jobs) == ("advise", 2, 3, 1)
+    assert args.warmup == timedelta(days=7) and args.holdout is None  # presage's defaults
+    # Its own identity, with the scaler's pod and container security.
+    assert pod["serviceAccountName"] == ADVISE_NAME
+    assert ("ServiceAccount", ADVISE_NAME) in objects
+    assert pod["securityContext"] == CHART_VALUES["scaler"]["podSecurityContext"]
+    assert container["securityContext"] == CHART_VALUES["scaler"]["securityContext"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    [mount] = container["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert "emptyDir" in volume
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}
+    labels = template["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == ADVISE_NAME
+    assert labels["app.kubernetes.io/instance"] == "presage"
+    assert labels["app.kubernetes.io/part-of"] == "presage"
+    # The scaler's own pods are never selected by it, nor it by theirs.
+    scaler_selector = objects["Deployment", "presage-scaler"]["spec"]["selector"]["matchLabels"]
+    assert not scaler_selector.items() <= labels.items()
+
+
+def test_every_advise_option_reaches_presage_advise(helm: Helm) -> None:
+    objects = render(helm, {**EVERYTHING, "scaler.imagePullSecrets[0].name": "registry"})
+    cronjob = objects["CronJob", ADVISE_NAME]
+    assert cronjob["spec"]["schedule"] == "5 */6 * * *"
+    job, template, container = advise_job(objects)
+    assert (job["completions"], job["parallelism"]) == (4, 4)
+    assert (job["backoffLimitPerIndex"], job["activeDeadlineSeconds"]) == (0, 1800)
+    assert container["image"] == "ghcr.io/presage-sh/presage-advise:0.2.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.shards, args.jobs, args.namespace) == ("advise", 4, 2, "shop")
+    assert (args.warmup, args.holdout) == (timedelta(days=3), timedelta(days=2, hours=12))
+    assert container["env"] == [{"name": "SSL_CERT_FILE", "value": "/etc/ssl/certs/ca-certificates.crt"}]
+    assert container["resources"]["requests"]["cpu"] == 2
+    pod = template["spec"]
+    assert template["metadata"]["annotations"] == {"team": "autoscaling"}
+    assert template["metadata"]["labels"]["tier"] == "batch"
+    assert pod["nodeSelector"] == {"pool": "batch"}
+    assert pod["tolerations"] == [{"key": "batch", "operator": "Exists"}]
+    assert pod["priorityClassName"] == "low"
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    # Its ServiceAccount is its own, whatever the scaler's is (here an existing one, not created).
+    assert pod["serviceAccountName"] == ADVISE_NAME
+    assert ("ServiceAccount", ADVISE_NAME) in objects
+    assert ("ServiceAccount", "presage-identity") not in objects
+
+
+def test_advise_refuses_a_scaler_name_too_long_for_a_cronjob(helm: Helm) -> None:
+    """A CronJob's name is at most 52 characters (its Jobs add a suffix); helm says so, not the API server."""
+    long_name = "s" * 46  # a valid scaler.name; with "-advise" it is 53 characters
+    refused = helm(
+        "template", "presage", str(CHART), "--set=advise.enabled=true", f"--set=scaler.name={long_name}", check=False
+    )
+    assert refused.returncode != 0 and "longer than Kubernetes allows (52 characters)" in refused.stderr
+    assert ("CronJob", f"{'s' * 45}-advise") in render(helm, {**ADVISE, "scaler.name": "s" * 45})
+
+
+# What presage advise does, and all it may do: list and read scalers, read their ForecastBackend,
+# patch their status subresource, and write Events.
+ADVISE_RULES = [
+    {"apiGroups": ["scaling.presage.sh"], "resources": ["predictivescalers"], "verbs": ["get", "list"]},
+    {"apiGroups": ["scaling.presage.sh"], "resources": ["forecastbackends"], "verbs": ["get"]},
+    {"apiGroups": ["scaling.presage.sh"], "resources": ["predictivescalers/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def test_advise_cluster_role_grants_exactly_what_advise_uses(helm: Helm) -> None:
+    objects = render(helm, ADVISE)
+    rules = objects["ClusterRole", ADVISE_NAME]["rules"]
+    assert rules == ADVISE_RULES
+    granted = [
+        (group, resource, verb)
+        for r in rules
+        for group in r["apiGroups"]
+        for resource in r["resources"]
+        for verb in r["verbs"]
+    ]
+    assert not [g for g in granted if "*" in g or g[1] == "secrets" or g[2] in ("update", "delete", "watch")]
+    binding = objects["ClusterRoleBinding", ADVISE_NAME]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ADVISE_NAME}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ADVISE_NAME, "namespace": NAMESPACE}]
+    # rbac.create false: the ServiceAccount still, no roles.
+    unbound = render(helm, {**ADVISE, "rbac.create": "false"})
+    assert [key for key in unbound if "advise" in key[1]] == [("ServiceAccount", ADVISE_NAME), ("CronJob", ADVISE_NAME)]
+
+
+def test_advise_service_account_may_do_what_advise_does_and_nothing_more(
+    chart_cluster: tuple[KubeControlPlane, Helm],
+) -> None:
+    """Installed with advise enabled, the API server's own authorizer answers for the advise
+    ServiceAccount's token; the example Role grants it the one Secret a scaler's signal names."""
+    plane, helm = chart_cluster
+    install(helm, "--set=advise.enabled=true")
+    assert get(plane, "cronjob", ADVISE_NAME) is not None
+    plane.kubectl("create", "namespace", "shop")
+    as_advise = plane.kubeconfig_for_token(plane.service_account_token(NAMESPACE, ADVISE_NAME))
+
+    def may(*request: str) -> bool:
+        result = plane.kubectl("auth", "can-i", *request, kubeconfig=as_advise, check=False)
+        assert result.stdout.strip() in ("yes", "no"), result.stdout + result.stderr
+        return result.stdout.strip() == "yes"
+
+    allowed = [
+        ("list", "predictivescalers.scaling.presage.sh", "--all-namespaces"),
+        ("get", "predictivescalers.scaling.presage.sh", "-n", "shop"),
+        ("get", "forecastbackends.scaling.presage.sh"),
+        ("patch", "predictivescalers.scaling.presage.sh", "--subresource=status", "-n", "shop"),
+        ("create", "events", "-n", "shop"),
+        ("patch", "events", "-n", "shop"),
+    ]
+    denied = [
+        ("patch", "predictivescalers.scaling.presage.sh", "-n", "shop"),  # the spec is never written
+        ("update", "predictivescalers.scaling.presage.sh", "--subresource=status", "-n", "shop"),
+        ("watch", "predictivescalers.scaling.presage.sh", "-n", "shop"),
+        ("list", "forecastbackends.scaling.presage.sh"),
+        ("get", "secrets", "-n", "shop"),
+        ("list", "secrets", "--all-namespaces"),
+        ("get", "deployments.apps", "--subresource=scale", "-n", "shop"),
+        ("create", "jobs.batch", "-n", NAMESPACE),
+    ]
+    assert [r for r in allowed if not may(*r)] == []
+    assert [r for r in denied if may(*r)] == []
+    # The example grants exactly one Secret in the scaler's namespace, to the scaler and to advise.
+    for doc in yaml.safe_load_all((REPO / "manifests" / "examples" / "secret-reader-role.yaml").read_text()):
+        plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    assert may("get", "secrets/prometheus-token", "-n", "shop")
+    assert not may("get", "secrets/other", "-n", "shop")
+
+
 def test_rendered_objects_pass_the_api_servers_validation(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
     plane, helm = chart_cluster
     plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))  # a dry run cannot create a kind
@@ -479,8 +676,10 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
         "--set=metrics.serviceMonitor.enabled=true",
         "--set=metrics.podMonitor.enabled=true",
         "--set=certManager.enabled=true",
+        "--set=advise.enabled=true",
     )
     assert admitted(get(plane, "networkpolicy", "presage-scaler"))["grpc"] == {"keda-system"}
+    assert get(plane, "cronjob", "presage-scaler-advise")["spec"]["jobTemplate"]["spec"]["completionMode"] == "Indexed"
     assert get(plane, "deployment", "presage-scaler")["spec"]["replicas"] == 3
     upgraded = get(plane, "forecastbackend", "default")
     assert upgraded["spec"]["seasonalNaive"]["cycles"] == 4
@@ -500,6 +699,8 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
         ("poddisruptionbudget", "presage-scaler"),
         ("servicemonitor", "presage-scaler"),
         ("certificate", "presage-scaler"),
+        ("cronjob", "presage-scaler-advise"),
+        ("clusterrole", "presage-scaler-advise"),
     ]:
         assert get(plane, kind, name) is None, f"{kind}/{name} survived helm uninstall"
     # Kept: the CRDs (deleting them would delete every PredictiveScaler) and, with them, the backend.

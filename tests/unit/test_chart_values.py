@@ -47,3 +47,14 @@ def test_the_default_backend_is_checked_as_the_api_declares_it() -> None:
     assert backend["season"]["pattern"] == quantities.DURATION_PATTERN
     cycles = SeasonalNaiveBackend.model_fields["cycles"].json_schema_extra["presage"].openapi
     assert (backend["cycles"]["minimum"], backend["cycles"]["maximum"]) == (cycles["minimum"], cycles["maximum"])
+
+
+def test_advise_durations_are_checked_as_presage_parses_them() -> None:
+    """advise.warmup and advise.holdout: empty (presage's defaults) or a duration `presage advise`
+    accepts, so a typo fails at helm install rather than in every run of the CronJob."""
+    advise = SCHEMA["properties"]["advise"]["properties"]
+    for name in ("warmup", "holdout"):
+        assert advise[name]["pattern"] == "^$|" + quantities.DURATION_PATTERN, name
+        assert advise[name]["maxLength"] == quantities.DURATION_MAX_LENGTH, name
+        assert VALUES["advise"][name] == "", name
+    assert advise["shards"]["minimum"] == 1 and VALUES["advise"]["shards"] == 1
