@@ -22,6 +22,7 @@ from typing import Any
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceSpec
+from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.clients.kube.client import ApiError, KubeClient
 from presage_scaler.clients.kube.config import KubeConfig
@@ -78,6 +79,20 @@ def key(obj: dict[str, Any]) -> str:
     return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What advising a scaler reads of it: its identity, its spec and its ``status.advice`` (not the
+    controller's status, whose shadow and calibration records are most of an object's size)."""
+    metadata = obj.get("metadata") or {}
+    kept = ("name", "namespace", "uid", "generation", "resourceVersion")
+    return {
+        "apiVersion": obj.get("apiVersion") or API_VERSION,
+        "kind": obj.get("kind") or PREDICTIVE_SCALER.name,
+        "metadata": {name: metadata[name] for name in kept if name in metadata},
+        "spec": obj.get("spec"),
+        "status": {"advice": (obj.get("status") or {}).get("advice")},
+    }
+
+
 def advice_spec(obj: dict[str, Any]) -> AdviceSpec | None:
     """The scaler's ``spec.advice``, parsed; None when it did not opt in."""
     raw = (obj.get("spec") or {}).get("advice")
@@ -130,19 +145,20 @@ class Advisor:
         self._events = EventRecorder(client, host="presage-advise", min_spacing=timedelta(0))
 
     async def mine(self) -> list[tuple[dict[str, Any], AdviceSpec | None]]:
-        """This shard's scalers that opted in, with their parsed ``spec.advice`` (None when it does not
-        parse: advising it fails with the reason)."""
-        listing = await self._client.list(PREDICTIVE_SCALERS, self._options.namespace)
+        """This shard's scalers that opted in, each kept as :func:`slim` keeps it, with its parsed
+        ``spec.advice`` (None when it does not parse: advising it fails with the reason). Read a page at
+        a time, so a run over thousands of scalers never holds more than a page of whole objects."""
         found = []
-        for obj in listing.get("items") or []:
-            if (obj.get("spec") or {}).get("advice") is None:
-                continue
-            if not in_shard(obj, self._options.shard, self._options.shards):
-                continue
-            try:
-                found.append((obj, advice_spec(obj)))
-            except SpecError:
-                found.append((obj, None))
+        async for page in self._client.pages(PREDICTIVE_SCALERS, self._options.namespace):
+            for obj in page.get("items") or []:
+                if (obj.get("spec") or {}).get("advice") is None:
+                    continue
+                if not in_shard(obj, self._options.shard, self._options.shards):
+                    continue
+                try:
+                    found.append((slim(obj), advice_spec(obj)))
+                except SpecError:
+                    found.append((slim(obj), None))
         return found
 
     async def run(self) -> RunSummary:

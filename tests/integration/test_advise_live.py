@@ -44,7 +44,8 @@ def history() -> list[tuple[datetime, float]]:
     steps = DAYS * 288
     rng = np.random.default_rng(11)
     times = [end - (steps - 1 - i) * STEP for i in range(steps)]
-    values = [200 + 120 * math.sin(2 * math.pi * t.timestamp() / 86400) + rng.normal(0, 15) for t in times]
+    # A function of the step, not of the clock: every run tunes the same numbers.
+    values = [200 + 120 * math.sin(2 * math.pi * i / 288) + rng.normal(0, 15) for i in range(steps)]
     return list(zip(times, values, strict=True))
 
 
@@ -135,35 +136,31 @@ async def test_a_scaler_that_asks_gets_advice_and_one_that_does_not_is_never_rea
 
     ready = [e for e in events(cluster, ns, "web") if e["reason"] == ADVICE_READY]
     assert len(ready) == 1 and ready[0]["type"] == "Normal", ready
-    assert advice["verdict"] in ("Advised", "Keep"), advice["message"]
+    assert advice["verdict"] == "Advised", advice["message"]
 
     # The figures stated are those presage backtest gives the advised spec over the held-out part.
-    stored_backend = get(cluster, "forecastbackend", backend_name)
-    if advice["verdict"] == "Advised":
-        assert advice["changes"] and float(advice["saving"]) > 0, advice
-        assert advice["message"] in ready[0]["message"] and f"{float(advice['saving']):.1f} %" in ready[0]["message"]
-        patch = json.loads(advice["patch"])
-        accepted = cluster.kubectl(
-            "patch", "predictivescaler", "web", "-n", ns, "--type", "merge", "-p", advice["patch"], "--dry-run=server",
-            "-o", "json", check=False,
-        )  # fmt: skip
-        assert accepted.returncode == 0, accepted.stderr
-        advised_spec = json.loads(accepted.stdout)["spec"]
-        assert set(patch) == {"spec"}
-        backend = stored_backend
-        if advice.get("forecastBackend"):
-            chosen = advice["forecastBackend"]
-            assert advised_spec["forecast"]["backendRef"] == chosen["name"]
-            seasonal = {"season": chosen["season"], "cycles": chosen["cycles"]}
-            backend = {
-                "apiVersion": stored_backend["apiVersion"],
-                "kind": "ForecastBackend",
-                "metadata": {"name": chosen["name"]},
-                "spec": {"type": "SeasonalNaive", "seasonalNaive": seasonal},
-            }
-        stated = advice["advised"]["heldOut"]
-    else:
-        advised_spec, backend, stated = web_obj["spec"], stored_backend, advice["current"]["heldOut"]
+    assert advice["changes"] and float(advice["saving"]) > 0, advice
+    assert advice["message"] in ready[0]["message"] and f"{float(advice['saving']):.1f} %" in ready[0]["message"]
+    patch = json.loads(advice["patch"])
+    assert set(patch) == {"spec"}
+    accepted = cluster.kubectl(
+        "patch", "predictivescaler", "web", "-n", ns, "--type", "merge", "-p", advice["patch"], "--dry-run=server",
+        "-o", "json", check=False,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    advised_spec = json.loads(accepted.stdout)["spec"]
+    backend = get(cluster, "forecastbackend", backend_name)
+    if advice.get("forecastBackend"):
+        chosen = advice["forecastBackend"]
+        assert advised_spec["forecast"]["backendRef"] == chosen["name"]
+        seasonal = {"season": chosen["season"], "cycles": chosen["cycles"]}
+        backend = {
+            "apiVersion": backend["apiVersion"],
+            "kind": "ForecastBackend",
+            "metadata": {"name": chosen["name"]},
+            "spec": {"type": "SeasonalNaive", "seasonalNaive": seasonal},
+        }
+    stated = advice["advised"]["heldOut"]
     backend = {key: backend[key] for key in ("apiVersion", "kind", "metadata", "spec")}
     backend["metadata"] = {"name": backend["metadata"]["name"]}
     scaler = {"apiVersion": web_obj["apiVersion"], "kind": "PredictiveScaler", "metadata": {"name": "web"},
