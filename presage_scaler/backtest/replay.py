@@ -51,8 +51,11 @@ from presage_scaler.engine.leadtime import LeadTime
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.series.timegrid import align_down, steps_for
 
-CHUNK = 256
-"""Decisions whose forecasts are requested together."""
+CHUNK = 1024
+"""Decisions whose forecasts are requested together. Their hindcasts (the last day's forecasts, for
+calibration) repeat from one decision to the next and are computed once per chunk, so a chunk near a
+day of one-minute decisions computes each about twice; 256 cost a quarter more CPU, 4,096 no less
+(the CPU per scaler of ``benchmarks/bench_tune.py``)."""
 
 
 class Forecaster(Protocol):
