@@ -80,10 +80,15 @@ class DirectForecaster:
         return self.backend.forecast_windows(series, spans, requests)
 
 
+REQUESTS_PER_CALL = 256
+"""The most requests in one ``backend.forecast`` call of a backtest: the series a presage-forecaster
+takes in one request by default (``max_series_per_request``; more are refused with 413)."""
+
+
 @dataclass(frozen=True)
 class BatchedForecaster:
-    """Any backend, one ``await backend.forecast(...)`` per batch, on one event loop for the whole
-    run (a client's connection pool is bound to the loop it was created on)."""
+    """Any backend, one ``await backend.forecast(...)`` per REQUESTS_PER_CALL requests of a batch, on
+    one event loop for the whole run (a client's connection pool is bound to the loop it was created on)."""
 
     backend: Backend
     loop: asyncio.Runner
@@ -91,7 +96,10 @@ class BatchedForecaster:
     def __call__(
         self, series: np.ndarray, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]
     ) -> list[Forecast]:
-        return self.loop.run(self.backend.forecast(requests))
+        forecasts: list[Forecast] = []
+        for first in range(0, len(requests), REQUESTS_PER_CALL):
+            forecasts += self.loop.run(self.backend.forecast(requests[first : first + REQUESTS_PER_CALL]))
+        return forecasts
 
 
 def forecaster_for(backend: Backend, loop: asyncio.Runner) -> Forecaster:

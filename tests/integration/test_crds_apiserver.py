@@ -214,6 +214,7 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
         "CONSTRAINT": "ReactiveFloor",
         "READY": "True",
         "SERVING": "Recommended",
+        "SAVING": "",
         "REASON": "EvaluationSucceeded",
         "AGE": "",
     }

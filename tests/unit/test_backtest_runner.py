@@ -17,7 +17,7 @@ from presage_scaler.backends.base import Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, scaler_spec
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.replay import CHUNK
+from presage_scaler.backtest.replay import CHUNK, REQUESTS_PER_CALL
 from presage_scaler.backtest.runner import Setup, plan, run_backtest, run_presage
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.prometheus import history_window
@@ -139,7 +139,10 @@ def test_a_generic_backend_gets_batches_and_the_same_decisions():
     _, direct = run_presage(plan(trace, replace(setup, backend=SeasonalNaive(timedelta(hours=24), 2))))
     _, batched = run_presage(plan(trace, replace(setup, backend=backend)))
     decisions = len(batched.steps)
-    assert backend.batches == [CHUNK] * (decisions // CHUNK) + [decisions % CHUNK]
+    # A chunk of decisions at a time, in calls of at most REQUESTS_PER_CALL requests (one per decision).
+    chunks = [CHUNK] * (decisions // CHUNK) + [decisions % CHUNK] * bool(decisions % CHUNK)
+    calls = [min(REQUESTS_PER_CALL, size - first) for size in chunks for first in range(0, size, REQUESTS_PER_CALL)]
+    assert backend.batches == calls and max(calls) == REQUESTS_PER_CALL
     # max_context 500 caps the history (the direct run used up to 4 days), which only matters later.
     same = batched.steps < 500
     assert batched.replicas[same].tolist() == direct.replicas[same].tolist()
