@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceStatus, PredictiveScalerSpec
+from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.tune.advice import Verdict, advise
 from presage_scaler.tune.advice_status import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff
 from presage_scaler.tune.advisor import advice_spec, due, in_shard, summary_line
@@ -80,7 +81,7 @@ def test_advised_status_patches_exactly_the_changed_fields_and_validates(result)
         "spec": {"policy": {"targetQuantile": "0.95"}, "forecast": {"backendRef": f"seasonal-naive-12h-x{cycles}"}}
     }
     # The spec the patch makes is valid and is the chosen knobs on the user's own spec.
-    patched = parse(PredictiveScalerSpec, _merge(SPEC, patch["spec"]), path="spec")
+    patched = parse(PredictiveScalerSpec, merge_patch(SPEC, patch["spec"]), path="spec")
     assert patched.policy.target_quantile == 0.95 and patched.scale_target_ref.name == "web"
     assert float(body["saving"]) == pytest.approx(20.0)
     assert "20.0 % fewer replica-hours" in summary_line(advice, body) and advice.message in summary_line(advice, body)
@@ -103,18 +104,6 @@ def test_a_failed_attempt_keeps_the_advice_made_before_it():
 def test_every_knob_has_the_field_a_user_changes(result):
     assert set(KNOB_FIELDS) == set(result.default.knobs.as_dict())
     assert changes(result.default.knobs, result.default.knobs) == []
-
-
-def _merge(base: dict, patch: dict) -> dict:
-    out = dict(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 # --- which scalers a run takes -------------------------------------------------------------------
