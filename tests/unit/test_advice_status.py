@@ -59,6 +59,7 @@ def test_merge_diff_turns_one_document_into_the_other():
     after = {"a": {"b": 1, "c": 3}, "d": [1, 2], "f": True}
     patch = merge_diff(before, after)
     assert patch == {"a": {"c": 3}, "d": [1, 2], "e": None, "f": True}
+    assert merge_patch(before, patch) == after  # as the API server applies it
     assert merge_diff(after, after) is None
 
 
