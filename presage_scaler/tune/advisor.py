@@ -35,7 +35,7 @@ from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.from_flags import ERRORS
 from presage_scaler.tune.search import Slo
-from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
+from presage_scaler.tune.tuner import TuneSetup, tune
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +129,13 @@ def summary_line(advice: Advice, body: dict[str, Any]) -> str:
     return f"{head} {advice.message}"[:MESSAGE_LENGTH]
 
 
-Tuner = Callable[[Any, TuneSetup], TuneResult]
-
-
 class Advisor:
     """One run of ``presage advise`` over a cluster (module docstring)."""
 
-    def __init__(
-        self, client: KubeClient, options: AdviseOptions, *, clock: Callable[[], datetime], tuner: Tuner = tune
-    ) -> None:
+    def __init__(self, client: KubeClient, options: AdviseOptions, *, clock: Callable[[], datetime]) -> None:
         self._client = client
         self._options = options
         self._clock = clock
-        self._tuner = tuner
         self._events = EventRecorder(client, host="presage-advise", min_spacing=timedelta(0))
 
     async def mine(self) -> list[tuple[dict[str, Any], AdviceSpec | None]]:
@@ -211,7 +205,7 @@ class Advisor:
             holdout=self._options.holdout,
             jobs=max(1, self._options.jobs),
         )
-        result = await asyncio.to_thread(self._tuner, live.trace, setup)
+        result = await asyncio.to_thread(tune, live.trace, setup)
         advice = advise(result)
         generation = int(obj["metadata"].get("generation") or 0)
         body = advice_status(result, advice, obj["spec"], wanted.service_level, generation, now)
