@@ -24,7 +24,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceSpec
 from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
-from presage_scaler.clients.kube.client import ApiError, KubeClient
+from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
@@ -165,6 +165,9 @@ class Advisor:
                 continue
             try:
                 verdict, error = await self.advise(obj)
+            except NotFound:  # deleted since it was listed: nothing to advise
+                log.info("advice not written scaler=%s: deleted", name)
+                continue
             except ApiError as exc:  # the status could not be written: nothing else to tell it with
                 summary.failed[name] = f"{UNWRITTEN}: {exc}"
                 log.warning("advice not written scaler=%s error=%s", name, exc)
