@@ -10,12 +10,10 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.config import DEFAULT_WARMUP
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.tune.command import add_split_arguments
 
 ADVISE_IMAGE = "Dockerfile.scaler built with --build-arg EXTRAS='[backtest]'"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
@@ -52,15 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--shards", type=int, default=1, help="how many runs share the scalers (default: 1)")
     parser.add_argument("-n", "--namespace", help="only this namespace (default: every namespace)")
-    parser.add_argument(
-        "--warmup",
-        type=typed(parse_duration),
-        default=DEFAULT_WARMUP,
-        help="leading part of each lookback counted in neither part, e.g. 7d (default: 7d)",
-    )
-    parser.add_argument(
-        "--holdout", type=typed(parse_duration), help="how much of the end to hold out (default: 7d, less when short)"
-    )
+    add_split_arguments(parser, "each scaler's lookback")
     parser.add_argument("--jobs", type=int, default=1, help="processes that forecast at once (default: 1)")
     parser.add_argument(
         "--prometheus", metavar="URL", help="replace every scaler's query address (for a run outside the cluster)"

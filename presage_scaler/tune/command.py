@@ -54,6 +54,22 @@ def parse_percent(text: str) -> float:
     return value
 
 
+def add_split_arguments(parser: argparse.ArgumentParser, history: str) -> None:
+    """``--warmup`` and ``--holdout``: how ``history`` is cut into the warm-up, the part chosen on and
+    the part held out (:mod:`presage_scaler.tune.split`); ``presage tune`` and ``presage advise`` share them."""
+    parser.add_argument(
+        "--warmup",
+        type=typed(parse_duration),
+        default=DEFAULT_WARMUP,
+        help=f"leading time of {history} counted in neither part, e.g. 7d (default: 7d)",
+    )
+    parser.add_argument(
+        "--holdout",
+        type=typed(parse_duration),
+        help=f"how much of the end of {history} to hold out (default: 7d, less when it is short)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The tune subcommand's flags."""
     parser.description = DESCRIPTION
@@ -83,17 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--interval", type=typed(parse_duration), help="time between decisions (default: the spec's, or 1m)"
     )
     parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
-    parser.add_argument(
-        "--warmup",
-        type=typed(parse_duration),
-        default=DEFAULT_WARMUP,
-        help="leading time counted in neither part, e.g. 7d (default: 7d)",
-    )
-    parser.add_argument(
-        "--holdout",
-        type=typed(parse_duration),
-        help="how much of the trace's end to hold out (default: 7d, less when the trace is short)",
-    )
+    add_split_arguments(parser, "the trace")
     parser.add_argument("--spec", type=Path, help="starting PredictiveScaler YAML (whole object or just its spec)")
     parser.add_argument("--backend-spec", type=Path, help="starting ForecastBackend YAML (default: SeasonalNaive)")
     parser.add_argument(
