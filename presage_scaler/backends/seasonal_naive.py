@@ -334,11 +334,16 @@ class SeasonalNaive:
             ends = np.array([end for _, end in group])
             points = path.points(values, begins, ends, horizon)
             past = _hindcasts(path, group, [requests[i] for i in members])
-            past_points = path.points(values, past.starts, past.origins, window) if window else np.zeros((0, 0))
-            peaks = past_points.max(axis=1) if window else np.zeros(0)
-            spreads = np.zeros(0)
-            if spread_levels is not None and len(past.origins):
-                spreads = self._spreads(values, past.starts, past.origins, past_points, path, np.sort(spread_levels))
+            peaks, spreads = np.zeros(0), np.zeros(0)
+            if window and len(past.origins):
+                # A backtest's decisions ask for the same past forecasts over and over: make each once.
+                unique, inverse = _distinct([past.starts, past.origins])
+                starts, origins = past.starts[unique], past.origins[unique]
+                past_points = path.points(values, starts, origins, window)
+                peaks = past_points.max(axis=1)[inverse]
+                if spread_levels is not None:
+                    band = np.sort(spread_levels)
+                    spreads = self._spreads(values, starts, origins, past_points, path, band)[inverse]
             negatives = np.concatenate(([0], np.cumsum(values[begins.min() : ends.max()] < 0)))
             demand = negatives[ends - begins.min()] == negatives[begins - begins.min()]
             spans_used = _band_spans(path, ends - begins)

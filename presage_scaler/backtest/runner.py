@@ -45,6 +45,13 @@ from presage_scaler.series.timegrid import steps_for
 
 POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
 
+PRE_ROLL = timedelta(days=1)
+"""How long before the measured part the policies start deciding. Decisions before that would never
+be measured, and by then each policy's state (a scale-down window, a rate limit, the HPA's
+stabilization) has long settled, and a calibration that scores its own forecasts (a model server's)
+has a day of them, all it reads (:data:`presage_scaler.engine.calibration.SPAN`). A forecast still sees
+the whole history before it. ``benchmarks/bench_backtest.py`` measures the policies so started."""
+
 Progress = Callable[[str, int, int], None]
 """Called with (phase, done, total) while a backtest runs."""
 
@@ -128,13 +135,17 @@ def plan(trace: Trace, setup: Setup) -> Plan:
     signal = trace.resample(signal_spec.resolution)
     ratio = steps_for(signal.step, trace.step)
     lead, boot_delay = _lead(setup)
-    schedule = Schedule(first=ratio, every=steps_for(spec.interval, trace.step), lead=steps_for(boot_delay, trace.step))
-    report_from = max(schedule.first, steps_for(setup.warmup, trace.step, at_least=0))
+    every = steps_for(spec.interval, trace.step)
+    report_from = max(ratio, steps_for(setup.warmup, trace.step, at_least=0))
     if report_from >= len(trace):
         raise BacktestError(
             f"the trace ({format_duration(len(trace) * trace.step)}) is not longer than the warm-up "
             f"({format_duration(setup.warmup)}): shorten --warmup"
         )
+    # The decisions lie on a grid from the first complete signal point (step ``ratio``); the first
+    # made is the last of them at least PRE_ROLL before the measured part.
+    skipped = max(0, report_from - steps_for(PRE_ROLL, trace.step) - ratio) // every
+    schedule = Schedule(first=ratio + skipped * every, every=every, lead=steps_for(boot_delay, trace.step))
     oracle = oracle_targets(trace.values, signal_spec.per_replica, schedule.every + schedule.lead)
     policy = spec.policy
     return Plan(

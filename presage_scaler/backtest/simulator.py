@@ -37,7 +37,8 @@ class Schedule:
     """When decisions happen and how long a new pod takes, in trace steps."""
 
     first: int
-    """The first decision step: the first step with a complete signal point behind it."""
+    """The first decision step: one with a complete signal point behind it (a backtest starts
+    :data:`presage_scaler.backtest.runner.PRE_ROLL` before the part it measures)."""
     every: int
     """Steps between decisions (the spec's interval, rounded up to whole steps)."""
     lead: int

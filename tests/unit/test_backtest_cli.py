@@ -150,7 +150,9 @@ def test_a_scaler_yaml_with_overrides(tmp_path):
     assert params["model"] == "seasonal-naive/24hx3"
     with (out / "decisions.csv").open() as handle:
         steps = [int(row["step"]) for row in csv.DictReader(handle)]
-    assert steps[:3] == [2, 5, 8]  # the first complete 10m point, then every 15m
+    # Every 15m from the first complete 10m point (step 2 of 5m), from the last such step at least
+    # PRE_ROLL (288 steps) before the end of the 2-day warm-up (step 576).
+    assert steps[:3] == [287, 290, 293]
 
 
 @pytest.mark.parametrize(
