@@ -86,7 +86,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from presage_scaler.api.forecast_backend import ForecastBackendSpec, SeasonalNaiveBackend
 from presage_scaler.api.quantities import format_duration
@@ -100,7 +99,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
-from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_sums
+from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_order_statistics, window_sums
 from presage_scaler.series.timegrid import steps_for
 
 if TYPE_CHECKING:
@@ -559,14 +558,18 @@ def _seasonal_bands(
         # The usual case (every history's residuals of one length, each over its own single cycle
         # count): read them as windows of one residual series per count, with no position matrices.
         width = int(used[0])
-        residuals = np.empty((len(ends), width))
+        below, above, fraction = _type7(levels, width)
+        ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
+        ordered = np.empty((len(ends), len(ranks)))
         for k in np.unique(count).tolist():
             rows = np.flatnonzero(count == k)
             span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
             lagged = sum(values[span - j * s] for j in range(1, k + 1))
-            windows = sliding_window_view(values[span] - lagged / k, width)
-            residuals[rows] = windows[firsts[rows] - int(span[0])]
-        return _empirical_quantiles(residuals, levels)[:, :, np.newaxis]
+            ordered[rows] = window_order_statistics(
+                values[span] - lagged / k, firsts[rows] - int(span[0]), width, ranks
+            )
+        low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
+        return np.maximum.accumulate(low + fraction * (high - low), axis=1)[:, :, np.newaxis]
     positions, real = _last_positions(ends, used)
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
     # Consecutive histories share most residuals: compute each position's residual once per cycle
@@ -599,6 +602,14 @@ def _recent_level_bands(
     return bands * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
 
 
+def _type7(levels: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where type-7 quantiles at ``levels`` of ``size`` sorted samples lie: the order statistics
+    below and above each, and how far between them."""
+    position = levels * (size - 1)
+    below = np.floor(position).astype(np.intp)
+    return below, np.minimum(below + 1, size - 1), position - below
+
+
 def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray, real: np.ndarray | None = None) -> np.ndarray:
     """Type-7 (linear) empirical quantiles of each row of ``samples`` at ascending ``levels``
     (``rows × levels``), made non-decreasing; with ``real``, each row's samples are only where it
@@ -611,12 +622,10 @@ def _empirical_quantiles(samples: np.ndarray, levels: np.ndarray, real: np.ndarr
     if not levels.size:
         return np.zeros((rows, 0))
     if real is None or bool(real.all()):
-        position = levels * (width - 1)
-        below = np.floor(position).astype(np.intp)
-        above = np.minimum(below + 1, width - 1)
+        below, above, fraction = _type7(levels, width)
         # A sort: numpy's partition at several positions costs more than sorting rows this short.
         ordered = np.sort(samples, axis=1)
-        values = ordered[:, below] + (position - below) * (ordered[:, above] - ordered[:, below])
+        values = ordered[:, below] + fraction * (ordered[:, above] - ordered[:, below])
     else:
         ordered = np.sort(np.where(real, samples, np.inf), axis=1)
         sizes = real.sum(axis=1)

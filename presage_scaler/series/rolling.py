@@ -58,3 +58,52 @@ def window_maxima(values: np.ndarray, starts: np.ndarray, length: int) -> np.nda
     if len(starts) * length < high - low:  # few windows far apart: read only their points
         return values[starts[:, np.newaxis] + np.arange(length)].max(axis=1)
     return sliding_window_view(values[low:high], length).max(axis=1)[starts - low]
+
+
+WINDOW_BLOCK = 16
+"""Windows whose starts lie in one block of this many positions share one sort in
+:func:`window_order_statistics`: a larger block sorts less often but merges more per window
+(``benchmarks/bench_tune.py`` prints the CPU a tuning run costs)."""
+
+
+def window_order_statistics(values: np.ndarray, starts: np.ndarray, width: int, ranks: np.ndarray) -> np.ndarray:
+    """``np.sort(values[start : start + width])[ranks]`` for each start (``starts × ranks``; every
+    rank below ``width``), exactly.
+
+    Overlapping windows share their common part: the windows whose starts fall in one block of
+    WINDOW_BLOCK positions all hold ``values[last start : first start + width]``, its core, which is
+    sorted once; each window adds fewer than WINDOW_BLOCK values of its own. The ``r``-th smallest of
+    a sorted core and sorted extras is the least, over ``j`` (how many of the ``r + 1`` smallest are
+    extras), of ``max(extras[j - 1], core[r - j])``: each such pair is the largest of some ``r + 1``
+    values, and the right ``j`` gives the ``r``-th smallest itself."""
+    starts = np.asarray(starts, dtype=np.intp)
+    ranks = np.asarray(ranks, dtype=np.intp)
+    if width < 2 * WINDOW_BLOCK or not len(starts):
+        return np.sort(sliding_window_view(values, width)[starts], axis=1)[:, ranks]
+    blocks, owner = np.unique(starts // WINDOW_BLOCK, return_inverse=True)
+    first = np.full(len(blocks), np.iinfo(np.intp).max)
+    last = np.full(len(blocks), -1)
+    np.minimum.at(first, owner, starts)
+    np.maximum.at(last, owner, starts)
+    outside = last - first  # values of each window of the block that are not in its core
+    # Every array below is padded with +inf, which sorts last and is never among a window's values.
+    columns = np.arange(width)
+    core = np.where(
+        columns < (width - outside)[:, np.newaxis], values[_within(last[:, np.newaxis] + columns, values)], np.inf
+    )
+    core = np.sort(core, axis=1)
+    # A window's extras: its values before the core, then those after it.
+    own = np.arange(WINDOW_BLOCK)
+    before = (last[owner] - starts)[:, np.newaxis]
+    at = starts[:, np.newaxis] + own + np.where(own >= before, width - outside[owner, np.newaxis], 0)
+    extras = np.sort(np.where(own < outside[owner, np.newaxis], values[_within(at, values)], np.inf), axis=1)
+    # extras[j - 1] and core[r - j] for j = 0 … WINDOW_BLOCK, reading -inf at index -1 and +inf past the end.
+    extras = np.concatenate((np.full((len(starts), 1), -np.inf), extras), axis=1)
+    core = np.concatenate((core, np.full((len(blocks), 1), np.inf), np.full((len(blocks), 1), -np.inf)), axis=1)
+    from_core = np.clip(ranks[:, np.newaxis] - np.arange(WINDOW_BLOCK + 1), -1, width)
+    return np.maximum(extras[:, np.newaxis, :], core[owner[:, np.newaxis, np.newaxis], from_core]).min(axis=2)
+
+
+def _within(index: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``index`` with positions past the end of ``values`` (only ever padding) read as its last."""
+    return np.minimum(index, len(values) - 1)

@@ -7,7 +7,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_maxima, window_sums
+from presage_scaler.series.rolling import (
+    WINDOW_BLOCK,
+    trailing_maxima,
+    trailing_means,
+    window_maxima,
+    window_order_statistics,
+    window_sums,
+)
 
 series = st.lists(st.floats(min_value=-1e6, max_value=1e6), min_size=1, max_size=300).map(np.array)
 
@@ -62,3 +69,26 @@ def test_property_trailing_maxima_read_nothing_before_each_start(values, data):
         values[max(start, origin - steps) : origin].max() for start, origin in zip(starts, origins, strict=True)
     ]
     assert trailing_maxima(values, origins, starts, steps).tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=series, data=st.data())
+def test_property_window_order_statistics_are_each_sorted_windows(values, data):
+    # Rounded values repeat, so ties between a window's core and its own values are exercised.
+    values = np.round(values, data.draw(st.sampled_from([-5, 0, 6])))
+    width = data.draw(st.integers(min_value=1, max_value=len(values)))
+    starts = np.array(
+        data.draw(st.lists(st.integers(min_value=0, max_value=len(values) - width), min_size=1, max_size=60))
+    )
+    ranks = np.array(sorted(data.draw(st.sets(st.integers(min_value=0, max_value=width - 1), min_size=1, max_size=6))))
+    expected = [np.sort(values[s : s + width])[ranks].tolist() for s in starts]
+    assert window_order_statistics(values, starts, width, ranks).tolist() == expected
+
+
+def test_window_order_statistics_of_consecutive_windows_share_sorts_and_stay_exact():
+    values = np.random.default_rng(5).normal(size=6000)
+    starts = np.arange(1000, 3000)  # many blocks of WINDOW_BLOCK consecutive windows
+    width = 64 * WINDOW_BLOCK
+    ranks = np.array([0, 1, 511, 900, width - 1])
+    expected = np.sort(np.lib.stride_tricks.sliding_window_view(values, width)[starts], axis=1)[:, ranks]
+    assert np.array_equal(window_order_statistics(values, starts, width, ranks), expected)
