@@ -209,27 +209,33 @@ class _Hindcasts:
 
     starts: np.ndarray
     origins: np.ndarray
+    asked: list[np.ndarray]
+    """Per request, which origins of its hindcast request are usable (a mask)."""
     bounds: list[tuple[int, int]]
     """Per request, its rows ``[first, last)``."""
-    asked: list[np.ndarray]
-    """Per request, the positions of its usable origins in its hindcast request."""
 
 
 def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]) -> _Hindcasts:
-    starts, origins, bounds, asked = [], [], [], []
-    row = 0
-    for (begin, end), request in zip(spans, requests, strict=True):
-        past = np.zeros(0, dtype=np.intp)
-        if request.hindcast is not None:
-            past = begin + np.asarray(request.hindcast.origins, dtype=np.intp)
-        begins = np.full(len(past), begin)
-        usable = path.forecastable(begins, past) & (past <= end)
-        starts.append(begins[usable])
-        origins.append(past[usable])
-        bounds.append((row, row + int(usable.sum())))
-        asked.append(np.flatnonzero(usable))
-        row = bounds[-1][1]
-    return _Hindcasts(np.concatenate(starts), np.concatenate(origins), bounds, asked)
+    begins = np.array([begin for begin, _ in spans], dtype=np.intp)
+    ends = np.array([end for _, end in spans], dtype=np.intp)
+    asked = [np.zeros(0, dtype=np.intp) if r.hindcast is None else r.hindcast.origins for r in requests]
+    if len({len(origins) for origins in asked}) == 1:  # a backtest's: every request asks as many
+        past = begins[:, np.newaxis] + np.array(asked, dtype=np.intp).reshape(len(requests), -1)
+        starts = np.broadcast_to(begins[:, np.newaxis], past.shape)
+        usable = path.forecastable(starts, past) & (past <= ends[:, np.newaxis])
+        rows = np.concatenate(([0], np.cumsum(usable.sum(axis=1))))
+        found = (starts[usable], past[usable], list(usable))
+    else:
+        pasts = [begin + np.asarray(origins, dtype=np.intp) for begin, origins in zip(begins, asked, strict=True)]
+        firsts = [np.full(len(p), begin) for begin, p in zip(begins, pasts, strict=True)]
+        masks = [path.forecastable(b, p) & (p <= end) for b, p, end in zip(firsts, pasts, ends, strict=True)]
+        rows = np.concatenate(([0], np.cumsum([int(m.sum()) for m in masks])))
+        found = (
+            np.concatenate([b[m] for b, m in zip(firsts, masks, strict=True)]),
+            np.concatenate([p[m] for p, m in zip(pasts, masks, strict=True)]),
+            masks,
+        )
+    return _Hindcasts(*found, bounds=list(zip(rows[:-1].tolist(), rows[1:].tolist(), strict=True)))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ ahead in chunks of upcoming decisions, apart from the decisions themselves: one 
 chunk (a model server sees batches, not single requests), and each window in a chunk still ends at
 its own decision. When the backend answered the hindcasts
 (SeasonalNaive), calibration needs no state either, and the chunk's sizing windows are calibrated in
-one vectorised pass (:func:`presage_scaler.engine.calibration.window_forecasts`, which production calls with
+one vectorised pass (:func:`presage_scaler.engine.calibration.calibrated_windows`, which production calls with
 a chunk of one); otherwise each decision calibrates from the state the previous one left.
 """
 
@@ -36,7 +36,13 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.engine.calibration import BAND_LEVELS, CalibrationState, answered, window_forecasts
+from presage_scaler.engine.calibration import (
+    BAND_LEVELS,
+    CalibratedWindows,
+    CalibrationState,
+    answered,
+    calibrated_windows,
+)
 from presage_scaler.engine.evaluator import (
     SignalData,
     SignalSpec,
@@ -134,6 +140,16 @@ class PresageRecord:
     constraints: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """Consecutive decisions of a feed, and the forecasts they are made from."""
+
+    steps: list[int]
+    data: list[SignalData]
+    spans: list[tuple[int, int]]
+    forecasts: list[Forecast]
+
+
 @dataclass
 class DecisionFeed:
     """What each decision of a trace is made from, in ``decisions`` order: its step, the signal data it
@@ -187,10 +203,11 @@ class DecisionFeed:
             capacity=self.signal_spec.per_replica,
         )
 
-    def _fill(self) -> None:
+    def _chunk(self) -> _Chunk | None:
+        """The next CHUNK decisions' data and forecasts (None after the last decision)."""
         steps = [step for _, step in zip(range(CHUNK), self._upcoming, strict=False)]
         if not steps:
-            return
+            return None
         data = [self._data(step) for step in steps]
         requests = [
             request
@@ -200,23 +217,37 @@ class DecisionFeed:
         if self.levels:
             requests = [replace(request, quantiles=self._levels) for request in requests]
         spans = [self._span(step) for step in steps]
-        forecasts = self.forecaster(self.signal.values, spans, requests)
-        self._pending.extend(zip(steps, data, forecasts, self._sizings(spans, forecasts), strict=True))
+        return _Chunk(steps, data, spans, self.forecaster(self.signal.values, spans, requests))
 
-    def _sizings(self, spans: Sequence[tuple[int, int]], forecasts: Sequence[Forecast]) -> list[Sizing | None]:
-        """The chunk's sizing, calibrated at once when every forecast came with its hindcasts."""
-        if any(f.hindcast is None for f in forecasts):
-            return [None] * len(forecasts)
-        windows = window_forecasts(
+    def _fill(self) -> None:
+        if (chunk := self._chunk()) is None:
+            return
+        windows = self._calibrated(chunk)
+        sizings: list[Sizing | None] = [None] * len(chunk.steps)
+        if windows is not None:
+            sizings = [Sizing(windows=(w,), calibration=CalibrationState()) for w in windows.forecasts()]
+        self._pending.extend(zip(chunk.steps, chunk.data, chunk.forecasts, sizings, strict=True))
+
+    def _calibrated(self, chunk: _Chunk) -> CalibratedWindows | None:
+        """The chunk's sizing windows, calibrated at once when every forecast came with its hindcasts."""
+        if any(f.hindcast is None for f in chunk.forecasts):
+            return None
+        return calibrated_windows(
             self.signal.values,
             self.signal.step,
-            spans,
-            forecasts,
+            chunk.spans,
+            chunk.forecasts,
             self.window,
             self._levels,
-            [answered(f, self.window) for f in forecasts],
+            [answered(f, self.window) for f in chunk.forecasts],
         )
-        return [Sizing(windows=(w,), calibration=CalibrationState()) for w in windows]
+
+    def calibrated(self) -> Iterator[CalibratedWindows | None]:
+        """The calibrated sizing windows of the decisions, a chunk at a time, as arrays (None for a
+        chunk with a forecast that came without its hindcasts): what :meth:`__next__` yields, without
+        the per-decision objects. Not to be mixed with iterating the feed."""
+        while (chunk := self._chunk()) is not None:
+            yield self._calibrated(chunk)
 
     def __iter__(self) -> Iterator[tuple[int, SignalData, Forecast, Sizing | None]]:
         return self

@@ -575,6 +575,64 @@ def _scales(
     return sigma[: len(scored.origins)], now
 
 
+@dataclass(frozen=True)
+class CalibratedWindows:
+    """:func:`window_forecasts` of many forecasts as arrays, one row per forecast (the columns of
+    ``quantiles`` and ``bands`` are the levels, in the order asked)."""
+
+    levels: tuple[float, ...]
+    quantiles: np.ndarray
+    bands: np.ndarray
+    reference: np.ndarray
+    scores: np.ndarray
+    weight: np.ndarray
+    saving: np.ndarray
+    partner: np.ndarray
+    """A position in PARTNERS."""
+    held: np.ndarray
+    unheld_saving: np.ndarray
+    backend_reference: np.ndarray
+    recent_peak: np.ndarray
+    noise: np.ndarray
+    band_ratio: np.ndarray
+    band_known: np.ndarray
+    band_saving: np.ndarray
+
+    def forecasts(self) -> list[WindowForecast]:
+        """One :class:`WindowForecast` per row."""
+        results = []
+        for i, (quantiles, bands) in enumerate(zip(self.quantiles.tolist(), self.bands.tolist(), strict=True)):
+            own = dict(zip(self.levels, quantiles, strict=True))
+            if not self.scores[i]:
+                reference = float(self.reference[i])
+                results.append(
+                    WindowForecast(
+                        quantiles=own, reference=reference, scores=0, held=False, backend_reference=reference
+                    )
+                )
+                continue
+            results.append(
+                WindowForecast(
+                    quantiles=own,
+                    reference=float(self.reference[i]),
+                    scores=int(self.scores[i]),
+                    weight=float(self.weight[i]),
+                    saving=float(self.saving[i]),
+                    partner=PARTNERS[self.partner[i]],
+                    held=bool(self.held[i]),
+                    unheld_saving=float(self.unheld_saving[i]),
+                    bands=dict(zip(self.levels, bands, strict=True)),
+                    backend_reference=float(self.backend_reference[i]),
+                    recent_peak=float(self.recent_peak[i]),
+                    noise=float(self.noise[i]),
+                    band_ratio=float(self.band_ratio[i]),
+                    band_known=bool(self.band_known[i]),
+                    band_saving=float(self.band_saving[i]),
+                )
+            )
+        return results
+
+
 def window_forecasts(
     series: np.ndarray,
     step: timedelta,
@@ -586,8 +644,22 @@ def window_forecasts(
 ) -> list[WindowForecast]:
     """The calibrated window maximum at each level (module docstring) of forecasts whose histories are
     windows of one series: forecast ``i`` was made from ``series[begin:end]`` for ``spans[i]``, and
-    ``pasts[i]`` locates its past forecasts in that history. One vectorised pass, so that a backtest
-    calibrates a chunk of decisions at once; a single evaluation is the case of one."""
+    ``pasts[i]`` locates its past forecasts in that history. One vectorised pass
+    (:func:`calibrated_windows`), so that a backtest calibrates a chunk of decisions at once; a single
+    evaluation is the case of one."""
+    return calibrated_windows(series, step, spans, forecasts, window, levels, pasts).forecasts()
+
+
+def calibrated_windows(
+    series: np.ndarray,
+    step: timedelta,
+    spans: Sequence[tuple[int, int]],
+    forecasts: Sequence[Forecast],
+    window: int,
+    levels: Sequence[float],
+    pasts: Sequence[PastReferences],
+) -> CalibratedWindows:
+    """:func:`window_forecasts` as arrays."""
     values = np.asarray(series, dtype=np.float64)
     scored = _scored(spans, pasts)
     begins = np.array([begin for begin, _ in spans])
@@ -663,45 +735,39 @@ def window_forecasts(
         relative_scales = np.clip(unit_then / unit_now[:, np.newaxis], *ANALOG_SCALE_RANGE)
         chosen[these], banded[these] = _score_quantiles(blend.scores, offsets, relative_scales, window, levels)
     band_ratios = np.where(banded_unit, band_ratios, 1.0)
-    results = []
-    for i, (forecast, sigma) in enumerate(zip(forecasts, noises * band_ratios, strict=True)):
-        backend = reference = _backend_reference(forecast, window)
-        if not counts[i]:
-            own = {level: float(np.max(forecast.quantiles[level][:window])) for level in levels}
-            results.append(
-                WindowForecast(quantiles=own, reference=reference, scores=0, held=False, backend_reference=backend)
-            )
-            continue
-        if held[i]:
-            reference = max(reference, float(peaks_now[i]))
-        weight = float(weights[i])
-        if weight != 1.0:
-            reference = weight * reference + (1.0 - weight) * float((levels_now, yesterdays_now)[partners[i]][i])
-        floor = float(floors[i])
-        quantiles, bands = (
-            {level: max(floor, reference + float(sigma) * t) for level, t in zip(levels, row.tolist(), strict=True)}
-            for row in (chosen[i], banded[i])
-        )
-        results.append(
-            WindowForecast(
-                quantiles=quantiles,
-                reference=reference,
-                scores=int(counts[i]),
-                weight=weight,
-                saving=float(savings[i]),
-                partner=PARTNERS[partners[i]],
-                held=bool(held[i]),
-                unheld_saving=float(unheld_savings[i]),
-                bands=bands,
-                backend_reference=backend,
-                recent_peak=float(peaks_now[i]),
-                noise=float(noises[i]),
-                band_ratio=float(band_ratios[i]),
-                band_known=bool(band_known[i]),
-                band_saving=float(band_savings[i]),
-            )
-        )
-    return results
+    backends = np.array([_backend_reference(f, window) for f in forecasts])
+    scored_rows = counts > 0
+    references = np.where(held, np.maximum(backends, peaks_now), backends)
+    blended = weights != 1.0
+    partner_values = np.where(partners == 0, levels_now, yesterdays_now)
+    references = np.where(blended, weights * references + (1.0 - weights) * partner_values, references)
+    sigmas = (noises * band_ratios)[:, np.newaxis]
+    quantiles = np.maximum(floors[:, np.newaxis], references[:, np.newaxis] + sigmas * chosen)
+    bands = np.maximum(floors[:, np.newaxis], references[:, np.newaxis] + sigmas * banded)
+    if not scored_rows.all():
+        # Not calibrated: the backend's own band, its highest over the window.
+        for i in np.flatnonzero(~scored_rows).tolist():
+            own = [float(np.max(forecasts[i].quantiles[level][:window])) for level in levels]
+            quantiles[i] = bands[i] = own
+        references = np.where(scored_rows, references, backends)
+    return CalibratedWindows(
+        levels=tuple(levels),
+        quantiles=quantiles,
+        bands=bands,
+        reference=references,
+        scores=counts,
+        weight=weights,
+        saving=savings,
+        partner=partners,
+        held=held & scored_rows,
+        unheld_saving=unheld_savings,
+        backend_reference=backends,
+        recent_peak=peaks_now,
+        noise=noises,
+        band_ratio=band_ratios,
+        band_known=band_known,
+        band_saving=band_savings,
+    )
 
 
 def _band_ratios(scored: _Scored, spreads_now: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

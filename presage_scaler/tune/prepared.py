@@ -86,19 +86,19 @@ def forecast(
             decisions=decisions,
             levels=tuple(levels),
         )
-        for done, (_, _, _, sizing) in enumerate(feed):
-            if sizing is None:
+        done = 0
+        for chunk in feed.calibrated():
+            if chunk is None:
                 backend = plan.backend.identity.backend
                 raise TuneError(
                     f"presage tune needs a backend that answers hindcasts (SeasonalNaive); {backend} does not"
                 )
-            [window] = sizing.windows
-            windows[done] = [window.quantiles[level] for level in ordered]
-            bands[done] = [(window.bands or window.quantiles)[level] for level in ordered]
-            if on_progress is not None and done % 1024 == 0:
+            columns = [chunk.levels.index(level) for level in ordered]
+            made = slice(done, done + len(chunk.quantiles))
+            windows[made], bands[made] = chunk.quantiles[:, columns], chunk.bands[:, columns]
+            done = made.stop
+            if on_progress is not None:
                 on_progress(done)
-    if on_progress is not None:
-        on_progress(len(decisions))
     return Forecasts(ordered, windows, bands)
 
 
