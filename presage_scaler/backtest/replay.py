@@ -41,6 +41,7 @@ from presage_scaler.engine.calibration import (
     CalibratedWindows,
     CalibrationState,
     answered,
+    answered_together,
     calibrated_windows,
 )
 from presage_scaler.engine.evaluator import (
@@ -239,7 +240,7 @@ class DecisionFeed:
             chunk.forecasts,
             self.window,
             self._levels,
-            [answered(f, self.window) for f in chunk.forecasts],
+            answered_together(chunk.forecasts, self.window) or [answered(f, self.window) for f in chunk.forecasts],
         )
 
     def calibrated(self) -> Iterator[CalibratedWindows | None]:

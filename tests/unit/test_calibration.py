@@ -26,8 +26,10 @@ from presage_scaler.engine.calibration import (
     PastForecast,
     SignalForecasts,
     answered,
+    answered_together,
     base_level,
     calibrate,
+    calibrated_windows,
     hindcast_request,
     remember,
     window_forecasts,
@@ -628,6 +630,39 @@ def test_recorded_forecasts_calibrate_exactly_as_the_same_hindcasts_do():
     assert from_records.band_saving != 0.0  # the backend's band was weighed
     # The newest record is 5 minutes old, less than the 10 minutes between records: nothing is added.
     assert recorded[-1] == records[-1]
+
+
+def test_hindcasts_answered_together_calibrate_exactly_as_each_answered_alone():
+    # Early decisions have too few scores and some origins without a forecast (NaN references):
+    # both paths must keep, drop and order the same past forecasts.
+    values = daily_poisson(4, 60.0, seed=9)
+    backend = SeasonalNaive(season=timedelta(hours=24), cycles=2)
+    window, levels = 6, (0.5, 0.9, 0.95)
+    spans = [(0, int(end)) for end in range(DAY + 20, 3 * DAY, 7)]
+    requests = [
+        ForecastRequest(History(values[b:e], MINUTE), window, levels, hindcast_request(e - b, window, MINUTE))
+        for b, e in spans
+    ]
+    forecasts = backend.forecast_windows(values, spans, requests)
+    together = answered_together(forecasts, window)
+    assert together is not None
+    alone = [answered(f, window) for f in forecasts]
+    batch = calibrated_windows(values, MINUTE, spans, forecasts, window, levels, together)
+    single = calibrated_windows(values, MINUTE, spans, forecasts, window, levels, alone)
+    assert (batch.scores == 0).any() and (batch.scores >= MIN_SCORES).any()
+    for name in ("quantiles", "bands", "reference", "scores", "weight", "partner", "held", "noise", "band_ratio"):
+        assert np.array_equal(getattr(batch, name), getattr(single, name), equal_nan=True), name
+
+
+def test_hindcasts_of_different_lengths_are_not_answered_together():
+    values = daily_poisson(2, 60.0, seed=2)
+    backend = SeasonalNaive(season=timedelta(hours=24), cycles=1)
+    spans = [(0, 300), (0, DAY + 100)]  # the first has fewer origins after the history's start
+    requests = [
+        ForecastRequest(History(values[b:e], MINUTE), 3, (0.5, 0.9), hindcast_request(e - b, 3, MINUTE))
+        for b, e in spans
+    ]
+    assert answered_together(backend.forecast_windows(values, spans, requests), 3) is None
 
 
 def test_recorded_forecasts_of_another_resolution_are_not_used():
