@@ -209,10 +209,26 @@ class _Hindcasts:
 
     starts: np.ndarray
     origins: np.ndarray
-    asked: list[np.ndarray]
-    """Per request, which origins of its hindcast request are usable (a mask)."""
+    asked: np.ndarray | list[np.ndarray]
+    """Per request, which origins of its hindcast request are usable: a mask each, or one matrix of
+    them when every request asked for as many."""
     bounds: list[tuple[int, int]]
     """Per request, its rows ``[first, last)``."""
+
+
+def _answers(past: _Hindcasts, found: np.ndarray) -> Sequence[np.ndarray]:
+    """Per request, ``found`` (one value per usable origin, in order) at its usable origins of its
+    hindcast request, and NaN at the others."""
+    if isinstance(past.asked, np.ndarray):  # every request asked for as many: one matrix
+        answers = np.full(past.asked.shape, np.nan)
+        answers[past.asked] = found if len(found) else np.zeros(0)
+        return answers
+    answered = []
+    for usable, (first, last) in zip(past.asked, past.bounds, strict=True):
+        answer = np.full(len(usable), np.nan)
+        answer[usable] = found[first:last] if len(found) else np.zeros(0)
+        answered.append(answer)
+    return answered
 
 
 def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence[ForecastRequest]) -> _Hindcasts:
@@ -224,7 +240,7 @@ def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence
         starts = np.broadcast_to(begins[:, np.newaxis], past.shape)
         usable = path.forecastable(starts, past) & (past <= ends[:, np.newaxis])
         rows = np.concatenate(([0], np.cumsum(usable.sum(axis=1))))
-        found = (starts[usable], past[usable], list(usable))
+        found = (starts[usable], past[usable], usable)
     else:
         pasts = [begin + np.asarray(origins, dtype=np.intp) for begin, origins in zip(begins, asked, strict=True)]
         firsts = [np.full(len(p), begin) for begin, p in zip(begins, pasts, strict=True)]
@@ -330,7 +346,7 @@ class SeasonalNaive:
                 if spread_levels is not None:
                     _levels_of(spread_levels)
             path = self._path(end - begin, season_steps, step)
-            key = (path, request.horizon, window, tuple(_levels_of(request.quantiles)), spread_levels)
+            key = (path, request.horizon, window, _levels_of(request.quantiles), spread_levels)
             groups.setdefault(key, []).append(i)
         results: dict[int, Forecast] = {}
         for (path, horizon, window, levels, spread_levels), members in groups.items():
@@ -355,22 +371,22 @@ class SeasonalNaive:
             offsets, method = self._bands(values, begins, ends, spans_used, path, horizon, np.array(levels))
             bands = points[:, np.newaxis, :] + offsets
             np.maximum(bands, 0.0, out=bands, where=demand[:, np.newaxis, np.newaxis])
+            references = _answers(past, peaks)
+            answered_spreads = _answers(past, spreads) if spread_levels is not None else None
+            lengths = (ends - begins).tolist()
             for row, (band, used) in enumerate(zip(bands, spans_used.tolist(), strict=True)):
-                notes = self._notes(int(ends[row] - begins[row]), step, path, used)
+                notes = self._notes(lengths[row], step, path, used)
                 answer = None
                 hindcast = requests[members[row]].hindcast
                 if hindcast is not None:
-                    rows = slice(*past.bounds[row])
-                    references = np.full(len(hindcast.origins), np.nan)
-                    references[past.asked[row]] = peaks[rows]
-                    answered_spreads = None
-                    if spread_levels is not None:
-                        answered_spreads = np.full(len(hindcast.origins), np.nan)
-                        answered_spreads[past.asked[row]] = spreads[rows] if len(spreads) else np.zeros(0)
-                    answer = Hindcast(origins=hindcast.origins, references=references, spreads=answered_spreads)
+                    answer = Hindcast(
+                        origins=hindcast.origins,
+                        references=references[row],
+                        spreads=None if answered_spreads is None else answered_spreads[row],
+                    )
                 results[members[row]] = Forecast(
                     point=points[row],
-                    quantiles={level: band[k] for k, level in enumerate(levels)},
+                    quantiles=dict(zip(levels, band, strict=True)),
                     method=method,
                     notes=tuple(season_notes + notes),
                     hindcast=answer,
@@ -457,15 +473,9 @@ class SeasonalNaive:
         ]
 
     def _path(self, n: int, season_steps: int, step: timedelta) -> _Path:
-        peak_steps = steps_for(PEAK_WINDOW, step)
         if n < season_steps + MIN_RESIDUALS:
-            return _RecentLevelPath(level_steps=steps_for(RECENT_WINDOW, step, at_least=2), peak_steps=peak_steps)
-        return _SeasonalPath(
-            season=season_steps,
-            cycles=min(self.cycles, n // season_steps),
-            level_steps=steps_for(LEVEL_WINDOW, step),
-            peak_steps=peak_steps,
-        )
+            return _path_of(0, season_steps, step)
+        return _path_of(min(self.cycles, n // season_steps), season_steps, step)
 
     def _season_steps(self, step: timedelta) -> tuple[int, list[str]]:
         """``S``, the season in whole steps, and a note when that had to round. Unlike a span, which is
@@ -498,6 +508,18 @@ class SeasonalNaive:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def _path_of(cycles: int, season_steps: int, step: timedelta) -> _Path:
+    """The seasonal path over ``cycles`` seasons, or the recent-level fallback for 0 (made once per
+    shape: a backtest forecasts thousands of histories on a handful)."""
+    peak_steps = steps_for(PEAK_WINDOW, step)
+    if not cycles:
+        return _RecentLevelPath(level_steps=steps_for(RECENT_WINDOW, step, at_least=2), peak_steps=peak_steps)
+    return _SeasonalPath(
+        season=season_steps, cycles=cycles, level_steps=steps_for(LEVEL_WINDOW, step), peak_steps=peak_steps
+    )
+
+
 def from_spec(name: str, spec: ForecastBackendSpec, http: aiohttp.ClientSession | None = None) -> SeasonalNaive:
     """The SeasonalNaive backend of the ForecastBackend ``name`` (the registry's factory; in-process,
     so ``http`` is unused)."""
@@ -519,10 +541,16 @@ def _distinct(keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return order[changed], inverse
 
 
-def _levels_of(quantiles: Sequence[float]) -> np.ndarray:
+def _levels_of(quantiles: Sequence[float]) -> tuple[float, ...]:
     """The requested levels, sorted and de-duplicated; refused outside (0, 1)."""
-    levels = np.array(sorted(set(quantiles)), dtype=np.float64)
-    if levels.size and not (levels[0] > 0.0 and levels[-1] < 1.0):
+    return _checked_levels(tuple(quantiles))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_levels(quantiles: tuple[float, ...]) -> tuple[float, ...]:
+    """:func:`_levels_of`, once per request shape (a backtest's requests all ask for the same)."""
+    levels = tuple(sorted(set(quantiles)))
+    if levels and not (levels[0] > 0.0 and levels[-1] < 1.0):
         raise BackendRejected(f"quantile levels must lie strictly between 0 and 1, got {list(quantiles)}")
     return levels
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -210,13 +210,7 @@ class DecisionFeed:
         if not steps:
             return None
         data = [self._data(step) for step in steps]
-        requests = [
-            request
-            for d in data
-            for request in forecast_requests(self.spec, [d], self.lead.value, self.backend.max_horizon)
-        ]
-        if self.levels:
-            requests = [replace(request, quantiles=self._levels) for request in requests]
+        requests = forecast_requests(self.spec, data, self.lead.value, self.backend.max_horizon, self.levels)
         spans = [self._span(step) for step in steps]
         return _Chunk(steps, data, spans, self.forecaster(self.signal.values, spans, requests))
 

@@ -234,20 +234,26 @@ def context_points(max_context: int | None) -> int:
 
 
 def forecast_requests(
-    spec: PredictiveScalerSpec, data: Sequence[SignalData], lead: timedelta, max_horizon: int | None
+    spec: PredictiveScalerSpec,
+    data: Sequence[SignalData],
+    lead: timedelta,
+    max_horizon: int | None,
+    levels: Sequence[float] = (),
 ) -> list[ForecastRequest]:
     """One request per signal: horizon from the lead time at that signal's resolution, and the
-    hindcasts that calibrate its sizing window (:mod:`presage_scaler.engine.calibration`)."""
-    levels = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile, *BAND_LEVELS}))
-    return [
-        ForecastRequest(
-            history=d.history,
-            horizon=resolve_horizon(spec.forecast, lead, spec.interval, d.spec.resolution, max_horizon),
-            quantiles=levels,
-            hindcast=hindcast_request(len(d.history.values), sizing_window(spec, lead, d.spec), d.history.step),
-        )
-        for d in data
-    ]
+    hindcasts that calibrate its sizing window (:mod:`presage_scaler.engine.calibration`); at the
+    spec's quantile levels, and ``levels`` besides (what ``presage tune`` sizes other policies with)."""
+    asked = tuple(sorted({spec.policy.target_quantile, spec.policy.scale_down_quantile, *BAND_LEVELS, *levels}))
+    # Signals of one resolution share their horizon and sizing window (a backtest asks for many).
+    shapes: dict[timedelta, tuple[int, int]] = {}
+    requests = []
+    for d in data:
+        if (shape := shapes.get(d.spec.resolution)) is None:
+            horizon = resolve_horizon(spec.forecast, lead, spec.interval, d.spec.resolution, max_horizon)
+            shape = shapes[d.spec.resolution] = (horizon, sizing_window(spec, lead, d.spec))
+        hindcast = hindcast_request(len(d.history.values), shape[1], d.history.step)
+        requests.append(ForecastRequest(history=d.history, horizon=shape[0], quantiles=asked, hindcast=hindcast))
+    return requests
 
 
 def sizing_window(spec: PredictiveScalerSpec, lead: timedelta, signal: SignalSpec) -> int:
