@@ -726,9 +726,7 @@ def calibrated_windows(
     day = steps_for(ANALOG, step)
     if len(scored.origins):
         past_noises, noises = _scales(values, step, scored, spans)
-        band_then, band_ratios, band_known = _band_ratios(
-            scored, np.array([backend_spread(f, window) for f in forecasts])
-        )
+        band_then, band_ratios, band_known = _band_ratios(scored, _backend_spreads(forecasts, window))
         past_scales = past_noises * band_then
         realised, yesterdays_then, yesterdays_now = _observed(values, scored, begins, ends, window, day)
         hour = steps_for(LEVEL_WINDOW, step)
@@ -788,7 +786,7 @@ def calibrated_windows(
         relative_scales = np.clip(unit_then / unit_now[:, np.newaxis], *ANALOG_SCALE_RANGE)
         chosen[these], banded[these] = _score_quantiles(blend.scores, offsets, relative_scales, window, levels)
     band_ratios = np.where(banded_unit, band_ratios, 1.0)
-    backends = np.array([_backend_reference(f, window) for f in forecasts])
+    backends = _backend_references(forecasts, window)
     scored_rows = counts > 0
     references = np.where(held, np.maximum(backends, peaks_now), backends)
     blended = weights != 1.0
@@ -851,6 +849,23 @@ def _band_ratios(scored: _Scored, spreads_now: np.ndarray) -> tuple[np.ndarray, 
 def _backend_reference(forecast: Forecast, window: int) -> float:
     """``β(n)``: the highest point of the backend's forecast over the window."""
     return float(np.max(forecast.point[:window]))
+
+
+def _backend_references(forecasts: Sequence[Forecast], window: int) -> np.ndarray:
+    """:func:`_backend_reference` of each forecast."""
+    heads = [f.point[:window] for f in forecasts]
+    if len({len(head) for head in heads}) == 1:  # a backtest's batch: one matrix
+        return np.array(heads).max(axis=1)
+    return np.array([float(np.max(head)) for head in heads])
+
+
+def _backend_spreads(forecasts: Sequence[Forecast], window: int) -> np.ndarray:
+    """:func:`backend_spread` of each forecast."""
+    lower, upper = ([f.quantiles.get(level) for f in forecasts] for level in BAND_LEVELS)
+    if any(band is None for band in (*lower, *upper)) or len({len(band) for band in (*lower, *upper)}) != 1:
+        return np.array([backend_spread(f, window) for f in forecasts])
+    # band_spread of each row: fmax, like max(0.0, ·), never yields NaN.
+    return np.fmax(0.0, (np.array(upper)[:, :window] - np.array(lower)[:, :window]).max(axis=1))
 
 
 def backend_spread(forecast: Forecast, window: int) -> float:
