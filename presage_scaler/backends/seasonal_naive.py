@@ -592,18 +592,14 @@ def _seasonal_bands(
         # The usual case (every history's residuals of one length, each over its own single cycle
         # count): read them as windows of one residual series per count, with no position matrices.
         width = int(used[0])
-        below, above, fraction = _type7(levels, width)
-        ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
-        ordered = np.empty((len(ends), len(ranks)))
+        offsets = np.empty((len(ends), len(levels)))
         for k in np.unique(count).tolist():
             rows = np.flatnonzero(count == k)
             span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
             lagged = sum(values[span - j * s] for j in range(1, k + 1))
-            ordered[rows] = window_order_statistics(
-                values[span] - lagged / k, firsts[rows] - int(span[0]), width, ranks
-            )
-        low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
-        return np.maximum.accumulate(low + fraction * (high - low), axis=1)[:, :, np.newaxis]
+            residuals = values[span] - lagged / k
+            offsets[rows] = _window_quantiles(residuals, firsts[rows] - int(span[0]), width, levels)
+        return offsets[:, :, np.newaxis]
     positions, real = _last_positions(ends, used)
     counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
     # Consecutive histories share most residuals: compute each position's residual once per cycle
@@ -626,7 +622,16 @@ def _recent_level_bands(
     step-to-step changes of each history ending at ``ends`` (none: a single point, no band)."""
     bands = np.zeros((len(ends), len(levels), 1))
     some = used > 0
-    if some.any():
+    if some.any() and used[some].min() == used[some].max():
+        # The usual case (every band from as many changes): each history's changes and their
+        # negatives, interleaved, are a window of one series of them all.
+        width, last = int(used[some][0]), ends[some]
+        low = int(last.min()) - width - 1
+        changes = np.diff(values[low : int(last.max())])
+        both = np.empty(2 * len(changes))
+        both[0::2], both[1::2] = changes, -changes
+        bands[some] = _window_quantiles(both, 2 * (last - width - 1 - low), 2 * width, levels)[:, :, np.newaxis]
+    elif some.any():
         positions, real = _last_positions(ends[some], used[some] + 1)
         changes = np.diff(values[positions], axis=1)
         real = real[:, :-1]  # change j is real where its first point is
@@ -634,6 +639,16 @@ def _recent_level_bands(
         both = np.concatenate((real, real), axis=1)
         bands[some] = _empirical_quantiles(symmetric, levels, both)[:, :, np.newaxis]
     return bands * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
+
+
+def _window_quantiles(series: np.ndarray, starts: np.ndarray, width: int, levels: np.ndarray) -> np.ndarray:
+    """:func:`_empirical_quantiles` of the windows ``series[start : start + width]``, read as order
+    statistics of sliding windows (:func:`presage_scaler.series.rolling.window_order_statistics`)."""
+    below, above, fraction = _type7(levels, width)
+    ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
+    ordered = window_order_statistics(series, starts, width, ranks)
+    low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
+    return np.maximum.accumulate(low + fraction * (high - low), axis=1)
 
 
 def _type7(levels: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -327,6 +327,21 @@ def test_recent_level_reads_a_bounded_number_of_changes():
     np.testing.assert_allclose(forecast.point, max(values[-60:].mean(), values[-1]))
 
 
+def test_recent_level_bands_of_a_batch_are_the_quantiles_of_each_historys_changes_both_ways():
+    # Many histories of one series, each reading MAX_RESIDUALS changes (the batch path's usual case),
+    # against numpy's quantiles of each one's own changes and their negatives.
+    values = np.random.default_rng(12).normal(50, 5, size=4000).round(1)  # ties between windows
+    step = timedelta(minutes=1)
+    spans = [(0, end) for end in range(MAX_RESIDUALS + 1, 3000, 37)]
+    requests = [ForecastRequest(History(values[b:e], step), 2, LEVELS) for b, e in spans]
+    for (_, end), forecast in zip(spans, SeasonalNaive().forecast_windows(values, spans, requests), strict=True):
+        assert forecast.method == "recent-level"
+        changes = np.diff(values[end - MAX_RESIDUALS - 1 : end])
+        for level in LEVELS:
+            offset = np.quantile(np.concatenate((changes, -changes)), level)
+            assert forecast.quantiles[level][0] - forecast.point[0] == pytest.approx(offset, abs=1e-9)
+
+
 def test_a_single_point_is_the_forecast():
     forecast = SeasonalNaive().forecast_one(history([42.0]), 3, LEVELS)
     assert forecast.method == "recent-level"
