@@ -588,6 +588,14 @@ def _seasonal_bands(
     s = season_steps
     firsts = ends - used
     count = np.minimum(cycles, (firsts - begins) // s)
+    if len(used) and used.min() == used.max() and begins.min() == begins.max():
+        # Histories of one start and residuals of one length (a backtest's, while its history is
+        # shorter than the signal's): each position's residual is the same in every history that
+        # reads it, over the cycles before it, so every history's residuals are a window of one series.
+        span = np.arange(int(firsts.min()), int(ends.max()))
+        counts = np.minimum(cycles, (span - int(begins[0])) // s)
+        residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, np.arange(len(span))]
+        return _window_quantiles(residuals, firsts - int(span[0]), int(used[0]), levels)[:, :, np.newaxis]
     if len(used) and used.min() == used.max() and (count == np.minimum(cycles, (ends - 1 - begins) // s)).all():
         # The usual case (every history's residuals of one length, each over its own single cycle
         # count): read them as windows of one residual series per count, with no position matrices.
@@ -606,13 +614,20 @@ def _seasonal_bands(
     # count it can have (k = 1 … cycles), then pick each history's.
     low = int(positions.min())
     span = np.arange(low, int(positions.max()) + 1)
+    residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, positions - low]
+    return _empirical_quantiles(residuals, levels, real)[:, :, np.newaxis]
+
+
+def _residuals_by_count(values: np.ndarray, span: np.ndarray, season_steps: int, cycles: int) -> np.ndarray:
+    """``(cycles, len(span))``: the residual at each position of ``span`` over ``k = 1 … cycles``
+    seasons, row ``k - 1`` (lags before the series' start read its first value, for positions no
+    history reads over that many)."""
     lagged = np.zeros(len(span))
     by_count = np.empty((cycles, len(span)))
     for k in range(1, cycles + 1):
-        lagged += values[np.maximum(span - k * s, 0)]
+        lagged += values[np.maximum(span - k * season_steps, 0)]
         by_count[k - 1] = values[span] - lagged / k
-    residuals = by_count[counts - 1, positions - low]
-    return _empirical_quantiles(residuals, levels, real)[:, :, np.newaxis]
+    return by_count
 
 
 def _recent_level_bands(
