@@ -940,10 +940,14 @@ def _blend(
     clipped = np.isfinite(floors)
     unsure = clipped & ((references.min(axis=1) < 0) | (partners.min(axis=-1) < 0).any(axis=0))
 
-    def judged(blended: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The scores of a candidate reference, and what its quantile would have sized to on average."""
-        scores = (realised - blended) / scales
-        quantile = np.sort(scores, axis=-1)[..., rank]
+    def blend(weight: float) -> np.ndarray:
+        return weight * references + (1.0 - weight) * partners
+
+    def judged(blended: np.ndarray) -> np.ndarray:
+        """What a candidate reference's quantile of its scores would have sized to on average."""
+        ordered = (realised - blended) / scales
+        ordered.sort(axis=-1)  # the scores, in place: only their order statistic is kept
+        quantile = ordered[..., rank]
         sized = blended.mean(axis=-1) + mean_scale * quantile
         clip = unsure | (clipped & (quantile < 0))
         if clip.any():
@@ -951,12 +955,12 @@ def _blend(
             sized[at] = np.maximum(
                 blended[at] + scales[at[-1]] * quantile[at][:, np.newaxis], floors[at[-1], np.newaxis]
             ).mean(axis=-1)
-        return scores, sized
+        return sized
 
-    own_scores, own = judged(references)
+    own = judged(references)
     # One weight at a time: a backtest chunk's arrays stay small enough to be cheap to sort.
-    candidates = [judged(weight * references + (1.0 - weight) * partners) for weight in BLEND_WEIGHTS[1:]]
-    sized = np.stack([np.stack((own, own)), *(cost for _, cost in candidates)])  # weights × partners × forecasts
+    candidates = [judged(blend(weight)) for weight in BLEND_WEIGHTS[1:]]
+    sized = np.stack([np.stack((own, own)), *candidates])  # weights × partners × forecasts
     eligible = sized <= own - BLEND_SAVING * np.abs(own)
     eligible[0] = True  # the backend alone, the dearest of the eligible
     best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
@@ -965,10 +969,13 @@ def _blend(
     savings = _saving(own, costs)
     partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
     weight = best[partner, forecasts]
-    chosen = own_scores.copy()
-    for index, (scores, _) in enumerate(candidates, start=1):
+    # The chosen blend's scores, made again as judged made them, for the rows that chose it.
+    chosen = (realised - references) / scales
+    for index, value in enumerate(BLEND_WEIGHTS[1:], start=1):
         rows = np.flatnonzero(weight == index)
-        chosen[rows] = scores[partner[rows], rows]
+        if len(rows):
+            mixed = value * references[rows] + (1.0 - value) * partners[partner[rows], rows]
+            chosen[rows] = (realised[rows] - mixed) / scales[rows]
     return _Blend(
         partners=partner,
         weights=np.array(BLEND_WEIGHTS)[weight],
