@@ -921,6 +921,11 @@ class _Blend:
         )
 
 
+BLEND_BLOCK = 256
+"""Forecasts whose blends :func:`_blend` judges together: few enough for their arrays to stay in a
+processor's cache (``benchmarks/bench_tune.py`` prints the CPU a tuning run costs)."""
+
+
 def _blend(
     realised: np.ndarray,
     references: np.ndarray,
@@ -940,27 +945,32 @@ def _blend(
     clipped = np.isfinite(floors)
     unsure = clipped & ((references.min(axis=1) < 0) | (partners.min(axis=-1) < 0).any(axis=0))
 
-    def blend(weight: float) -> np.ndarray:
-        return weight * references + (1.0 - weight) * partners
-
-    def judged(blended: np.ndarray) -> np.ndarray:
-        """What a candidate reference's quantile of its scores would have sized to on average."""
-        ordered = (realised - blended) / scales
+    def judged(part: slice, weight: float) -> np.ndarray:
+        """What the quantile of the scores of a blend with ``weight`` would have sized to on average,
+        for the forecasts ``part``."""
+        own = references[part]
+        blended = own if weight == 1.0 else weight * own + (1.0 - weight) * partners[:, part]
+        ordered = (realised[part] - blended) / scales[part]
         ordered.sort(axis=-1)  # the scores, in place: only their order statistic is kept
         quantile = ordered[..., rank]
-        sized = blended.mean(axis=-1) + mean_scale * quantile
-        clip = unsure | (clipped & (quantile < 0))
+        sized = blended.mean(axis=-1) + mean_scale[part] * quantile
+        clip = unsure[part] | (clipped[part] & (quantile < 0))
         if clip.any():
             at = np.nonzero(clip)
+            rows = at[-1] + part.start
             sized[at] = np.maximum(
-                blended[at] + scales[at[-1]] * quantile[at][:, np.newaxis], floors[at[-1], np.newaxis]
+                blended[at] + scales[rows] * quantile[at][:, np.newaxis], floors[rows, np.newaxis]
             ).mean(axis=-1)
         return sized
 
-    own = judged(references)
-    # One weight at a time: a backtest chunk's arrays stay small enough to be cheap to sort.
-    candidates = [judged(blend(weight)) for weight in BLEND_WEIGHTS[1:]]
-    sized = np.stack([np.stack((own, own)), *candidates])  # weights × partners × forecasts
+    # weights × partners × forecasts, a block of forecasts at a time: each block's arrays stay in the
+    # processor's cache while they are blended, scored and sorted.
+    sized = np.empty((len(BLEND_WEIGHTS), 2, len(references)))
+    for first in range(0, len(references), BLEND_BLOCK):
+        part = slice(first, first + BLEND_BLOCK)
+        for index, weight in enumerate(BLEND_WEIGHTS):
+            sized[index, :, part] = judged(part, weight)
+    own = sized[0, 0]
     eligible = sized <= own - BLEND_SAVING * np.abs(own)
     eligible[0] = True  # the backend alone, the dearest of the eligible
     best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
