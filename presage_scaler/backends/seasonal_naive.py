@@ -99,7 +99,13 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
-from presage_scaler.series.rolling import trailing_maxima, trailing_means, window_order_statistics, window_sums
+from presage_scaler.series.rolling import (
+    split_window_order_statistics,
+    trailing_maxima,
+    trailing_means,
+    window_order_statistics,
+    window_sums,
+)
 from presage_scaler.series.timegrid import steps_for
 
 if TYPE_CHECKING:
@@ -596,26 +602,38 @@ def _seasonal_bands(
         counts = np.minimum(cycles, (span - int(begins[0])) // s)
         residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, np.arange(len(span))]
         return _window_quantiles(residuals, firsts - int(span[0]), int(used[0]), levels)[:, :, np.newaxis]
-    if len(used) and used.min() == used.max() and (count == np.minimum(cycles, (ends - 1 - begins) // s)).all():
-        # The usual case (every history's residuals of one length, each over its own single cycle
-        # count): read them as windows of one residual series per count, with no position matrices.
+    offsets = np.empty((len(ends), len(levels)))
+    general = np.ones(len(ends), dtype=bool)
+    if len(used) and used.min() == used.max():
+        # The usual cases, every history's residuals of one length: read them as windows of one
+        # residual series per cycle count, or where a history's residuals gain a cycle (its start's
+        # next season falls among them), of two such series, with no position matrices.
         width = int(used[0])
-        offsets = np.empty((len(ends), len(levels)))
-        for k in np.unique(count).tolist():
-            rows = np.flatnonzero(count == k)
+        last = np.minimum(cycles, (ends - 1 - begins) // s)
+        for k in np.unique(last[count == last]).tolist():
+            rows = np.flatnonzero((count == k) & (last == k))
             span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
-            lagged = sum(values[span - j * s] for j in range(1, k + 1))
-            residuals = values[span] - lagged / k
+            residuals = _residuals_by_count(values, span, s, k)[k - 1]
             offsets[rows] = _window_quantiles(residuals, firsts[rows] - int(span[0]), width, levels)
-        return offsets[:, :, np.newaxis]
-    positions, real = _last_positions(ends, used)
-    counts = np.minimum(cycles, (positions - begins[:, np.newaxis]) // s)
-    # Consecutive histories share most residuals: compute each position's residual once per cycle
-    # count it can have (k = 1 … cycles), then pick each history's.
-    low = int(positions.min())
-    span = np.arange(low, int(positions.max()) + 1)
-    residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, positions - low]
-    return _empirical_quantiles(residuals, levels, real)[:, :, np.newaxis]
+            general[rows] = False
+        for k in np.unique(last[count == last - 1]).tolist():
+            rows = np.flatnonzero((count == k - 1) & (last == k))
+            span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
+            fewer, more = _residuals_by_count(values, span, s, k)[k - 2 :]
+            splits = begins[rows] + k * s - int(span[0])
+            offsets[rows] = _split_window_quantiles(fewer, more, ends[rows] - int(span[0]), width, splits, levels)
+            general[rows] = False
+    if general.any():
+        rows = np.flatnonzero(general)
+        positions, real = _last_positions(ends[rows], used[rows])
+        counts = np.minimum(cycles, (positions - begins[rows, np.newaxis]) // s)
+        # Consecutive histories share most residuals: compute each position's residual once per cycle
+        # count it can have (k = 1 … cycles), then pick each history's.
+        low = int(positions.min())
+        span = np.arange(low, int(positions.max()) + 1)
+        residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, positions - low]
+        offsets[rows] = _empirical_quantiles(residuals, levels, real)
+    return offsets[:, :, np.newaxis]
 
 
 def _residuals_by_count(values: np.ndarray, span: np.ndarray, season_steps: int, cycles: int) -> np.ndarray:
@@ -662,6 +680,18 @@ def _window_quantiles(series: np.ndarray, starts: np.ndarray, width: int, levels
     below, above, fraction = _type7(levels, width)
     ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
     ordered = window_order_statistics(series, starts, width, ranks)
+    low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
+    return np.maximum.accumulate(low + fraction * (high - low), axis=1)
+
+
+def _split_window_quantiles(
+    fewer: np.ndarray, more: np.ndarray, ends: np.ndarray, width: int, splits: np.ndarray, levels: np.ndarray
+) -> np.ndarray:
+    """:func:`_empirical_quantiles` of the windows that read ``fewer`` before their split and ``more``
+    from it on (:func:`presage_scaler.series.rolling.split_window_order_statistics`)."""
+    below, above, fraction = _type7(levels, width)
+    ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
+    ordered = split_window_order_statistics(fewer, more, ends, width, splits, ranks)
     low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
     return np.maximum.accumulate(low + fraction * (high - low), axis=1)
 

@@ -72,35 +72,95 @@ def window_order_statistics(values: np.ndarray, starts: np.ndarray, width: int, 
 
     Overlapping windows share their common part: the windows whose starts fall in one block of
     WINDOW_BLOCK positions all hold ``values[last start : first start + width]``, its core, which is
-    sorted once; each window adds fewer than WINDOW_BLOCK values of its own. The ``r``-th smallest of
-    a sorted core and sorted extras is the least, over ``j`` (how many of the ``r + 1`` smallest are
-    extras), of ``max(extras[j - 1], core[r - j])``: each such pair is the largest of some ``r + 1``
-    values, and the right ``j`` gives the ``r``-th smallest itself."""
+    sorted once; each window adds fewer than WINDOW_BLOCK values of its own (:func:`_merged`)."""
     starts = np.asarray(starts, dtype=np.intp)
     ranks = np.asarray(ranks, dtype=np.intp)
     if width < 2 * WINDOW_BLOCK or not len(starts):
         return np.sort(sliding_window_view(values, width)[starts], axis=1)[:, ranks]
     blocks, owner = np.unique(starts // WINDOW_BLOCK, return_inverse=True)
-    first = np.full(len(blocks), np.iinfo(np.intp).max)
-    last = np.full(len(blocks), -1)
-    np.minimum.at(first, owner, starts)
-    np.maximum.at(last, owner, starts)
+    first, last = _block_bounds(starts, owner, len(blocks))
     outside = last - first  # values of each window of the block that are not in its core
     # Every array below is padded with +inf, which sorts last and is never among a window's values.
     columns = np.arange(width)
     core = np.where(
         columns < (width - outside)[:, np.newaxis], values[_within(last[:, np.newaxis] + columns, values)], np.inf
     )
-    core = np.sort(core, axis=1)
     # A window's extras: its values before the core, then those after it.
     own = np.arange(WINDOW_BLOCK)
     before = (last[owner] - starts)[:, np.newaxis]
     at = starts[:, np.newaxis] + own + np.where(own >= before, width - outside[owner, np.newaxis], 0)
-    extras = np.sort(np.where(own < outside[owner, np.newaxis], values[_within(at, values)], np.inf), axis=1)
-    # extras[j - 1] and core[r - j] for j = 0 … WINDOW_BLOCK, reading -inf at index -1 and +inf past the end.
-    extras = np.concatenate((np.full((len(starts), 1), -np.inf), extras), axis=1)
-    core = np.concatenate((core, np.full((len(blocks), 1), np.inf), np.full((len(blocks), 1), -np.inf)), axis=1)
-    from_core = np.clip(ranks[:, np.newaxis] - np.arange(WINDOW_BLOCK + 1), -1, width)
+    extras = np.where(own < outside[owner, np.newaxis], values[_within(at, values)], np.inf)
+    return _merged(core, owner, extras, ranks)
+
+
+SPLIT_BLOCK = 64
+"""Windows of one end whose splits lie in one block of this many positions share one sort in
+:func:`split_window_order_statistics`. A backtest's split windows are hindcasts whose histories begin
+one decision apart, and those of one end lie tens of positions apart: a wider block than
+WINDOW_BLOCK is what lets several share a sort (``benchmarks/bench_tune.py`` prints the CPU a tuning
+run of 30 days costs)."""
+
+
+def split_window_order_statistics(
+    low: np.ndarray, high: np.ndarray, ends: np.ndarray, width: int, splits: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
+    """``np.sort(concat(low[end - width : split], high[split : end]))[ranks]`` for each (end, split)
+    (``rows × ranks``; every rank below ``width``), exactly: windows of one length that read one series
+    before their split and another (of equal length) from it on.
+
+    Windows of one end whose splits fall in one block of SPLIT_BLOCK positions share all but the
+    values between their block's first and last split, their core, which is sorted once."""
+    ends = np.asarray(ends, dtype=np.intp)
+    splits = np.asarray(splits, dtype=np.intp)
+    ranks = np.asarray(ranks, dtype=np.intp)
+    if width < 2 * SPLIT_BLOCK or not len(ends):
+        positions = ends[:, np.newaxis] - width + np.arange(width)
+        return np.sort(np.where(positions < splits[:, np.newaxis], low[positions], high[positions]), axis=1)[:, ranks]
+    block = splits // SPLIT_BLOCK
+    _, owner = np.unique(ends * (int(block.max()) + 1) + block, return_inverse=True)
+    count = int(owner.max()) + 1
+    first, last = _block_bounds(splits, owner, count)
+    block_ends = np.zeros(count, dtype=np.intp)
+    block_ends[owner] = ends
+    # A block's core: ``low`` before its first split and ``high`` from its last on; +inf between.
+    positions = block_ends[:, np.newaxis] - width + np.arange(width)
+    read = _within(positions, low)
+    core = np.where(
+        positions < first[:, np.newaxis],
+        low[read],
+        np.where(positions >= last[:, np.newaxis], high[read], np.inf),
+    )
+    # A window's extras: the positions between its block's first and last split, from the series its
+    # own split gives them.
+    at = first[owner, np.newaxis] + np.arange(SPLIT_BLOCK)
+    read = _within(at, low)
+    extras = np.where(at < last[owner, np.newaxis], np.where(at < splits[:, np.newaxis], low[read], high[read]), np.inf)
+    return _merged(core, owner, extras, ranks)
+
+
+def _block_bounds(keys: np.ndarray, owner: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The least and the greatest of ``keys`` in each of ``count`` blocks (``owner`` names each key's)."""
+    first = np.full(count, np.iinfo(np.intp).max)
+    last = np.full(count, -1)
+    np.minimum.at(first, owner, keys)
+    np.maximum.at(last, owner, keys)
+    return first, last
+
+
+def _merged(core: np.ndarray, owner: np.ndarray, extras: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The ``ranks``-th smallest values of each row's multiset: its block's ``core`` (``owner`` names
+    the row's) and its own ``extras``, both padded with +inf.
+
+    The ``r``-th smallest of a sorted core and sorted extras is the least, over ``j`` (how many of the
+    ``r + 1`` smallest are extras), of ``max(extras[j - 1], core[r - j])``: each such pair is the
+    largest of some ``r + 1`` values, and the right ``j`` gives the ``r``-th smallest itself."""
+    rows, width = len(owner), core.shape[1]
+    core = np.sort(core, axis=1)
+    extras = np.sort(extras, axis=1)
+    # extras[j - 1] and core[r - j] for j = 0 … len(extras), reading -inf at index -1 and +inf past the end.
+    extras = np.concatenate((np.full((rows, 1), -np.inf), extras), axis=1)
+    core = np.concatenate((core, np.full((len(core), 1), np.inf), np.full((len(core), 1), -np.inf)), axis=1)
+    from_core = np.clip(ranks[:, np.newaxis] - np.arange(extras.shape[1]), -1, width)
     return np.maximum(extras[:, np.newaxis, :], core[owner[:, np.newaxis, np.newaxis], from_core]).min(axis=2)
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from presage_scaler.series.rolling import (
     WINDOW_BLOCK,
+    split_window_order_statistics,
     trailing_maxima,
     trailing_means,
     window_maxima,
@@ -92,3 +93,38 @@ def test_window_order_statistics_of_consecutive_windows_share_sorts_and_stay_exa
     ranks = np.array([0, 1, 511, 900, width - 1])
     expected = np.sort(np.lib.stride_tricks.sliding_window_view(values, width)[starts], axis=1)[:, ranks]
     assert np.array_equal(window_order_statistics(values, starts, width, ranks), expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=series, data=st.data())
+def test_property_split_window_order_statistics_are_each_sorted_two_part_window(values, data):
+    values = np.round(values, data.draw(st.sampled_from([-5, 0, 6])))
+    high = np.round(values * data.draw(st.sampled_from([-1.0, 0.5, 2.0])) + 3.0, 2)
+    width = data.draw(st.integers(min_value=1, max_value=len(values)))
+    rows = data.draw(
+        st.lists(
+            st.integers(min_value=width, max_value=len(values)).flatmap(
+                lambda end: st.tuples(st.just(end), st.integers(min_value=end - width, max_value=end))
+            ),
+            min_size=1,
+            max_size=60,
+        )
+    )
+    ends, splits = np.array([end for end, _ in rows]), np.array([split for _, split in rows])
+    ranks = np.array(sorted(data.draw(st.sets(st.integers(min_value=0, max_value=width - 1), min_size=1, max_size=6))))
+    expected = [
+        np.sort(np.concatenate((values[end - width : split], high[split:end])))[ranks].tolist() for end, split in rows
+    ]
+    assert split_window_order_statistics(values, high, ends, width, splits, ranks).tolist() == expected
+
+
+def test_split_windows_of_one_end_share_sorts_and_stay_exact():
+    rng = np.random.default_rng(7)
+    low, high = rng.normal(size=4000), rng.normal(size=4000) + 0.5
+    width = 1024
+    ends = np.repeat([2000, 3000, 3990], 1023)  # every split strictly inside each window: many shared blocks
+    splits = ends - width + np.tile(np.arange(1, width), 3)
+    ranks = np.array([0, 3, 511, 1000, width - 1])
+    windows = [np.concatenate((low[e - width : p], high[p:e])) for e, p in zip(ends, splits, strict=True)]
+    expected = np.sort(np.array(windows), axis=1)[:, ranks]
+    assert np.array_equal(split_window_order_statistics(low, high, ends, width, splits, ranks), expected)
