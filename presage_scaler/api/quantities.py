@@ -82,6 +82,11 @@ class GoDuration(timedelta):
         value.nanoseconds = nanoseconds
         return value
 
+    def __reduce__(self) -> tuple[type[GoDuration], tuple[int]]:
+        # timedelta's own would pass days, seconds and microseconds to the one-argument __new__ and
+        # lose the nanoseconds: a parsed spec copied or sent to another process keeps its exact durations.
+        return (GoDuration, (self.nanoseconds,))
+
 
 def nanoseconds(value: timedelta) -> int:
     """The exact length of a duration in nanoseconds (whole microseconds for a plain timedelta)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -77,6 +79,13 @@ def test_bad_durations_quote_the_value(text):
 @pytest.mark.parametrize("td", [timedelta(seconds=30), timedelta(hours=1, minutes=30), timedelta(hours=336)])
 def test_duration_round_trip(td):
     assert quantities.parse_duration(quantities.format_duration(td)) == td
+
+
+@pytest.mark.parametrize("text", ["1500ns", "5m", "336h", "1d12h"])
+def test_parsed_durations_survive_pickle_and_copy_to_the_nanosecond(text):
+    parsed = quantities.parse_duration(text)
+    for copied in (pickle.loads(pickle.dumps(parsed)), copy.deepcopy(parsed)):
+        assert copied == parsed and quantities.nanoseconds(copied) == quantities.nanoseconds(parsed)
 
 
 @pytest.mark.parametrize(
