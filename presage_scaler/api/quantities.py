@@ -67,25 +67,28 @@ def quote(raw: object) -> str:
 
 
 class GoDuration(timedelta):
-    """A parsed duration that remembers its exact length in nanoseconds.
+    """A parsed duration that remembers its exact length in nanoseconds, and the text it was read from.
 
     ``timedelta`` keeps microseconds; the API server compares durations in nanoseconds. Rules that
     compare durations (``history >= resolution``, ``min <= max``, "at least 1s") use
     :attr:`nanoseconds` so that presage and the API server give the same verdict on ``1500ns``.
     """
 
-    __slots__ = ("nanoseconds",)  # one per duration field of every parsed spec: no __dict__ each
+    __slots__ = ("nanoseconds", "text")  # one per duration field of every parsed spec: no __dict__ each
     nanoseconds: int
+    text: str | None
+    """What the duration was parsed from; None when it was computed."""
 
-    def __new__(cls, nanoseconds: int) -> GoDuration:
+    def __new__(cls, nanoseconds: int, text: str | None = None) -> GoDuration:
         value = super().__new__(cls, microseconds=nanoseconds // 1000)
         value.nanoseconds = nanoseconds
+        value.text = text
         return value
 
-    def __reduce__(self) -> tuple[type[GoDuration], tuple[int]]:
-        # timedelta's own would pass days, seconds and microseconds to the one-argument __new__ and
-        # lose the nanoseconds: a parsed spec copied or sent to another process keeps its exact durations.
-        return (GoDuration, (self.nanoseconds,))
+    def __reduce__(self) -> tuple[type[GoDuration], tuple[int, str | None]]:
+        # timedelta's own would pass days, seconds and microseconds to __new__ and lose the
+        # nanoseconds: a parsed spec copied or sent to another process keeps its exact durations.
+        return (GoDuration, (self.nanoseconds, self.text))
 
 
 def nanoseconds(value: timedelta) -> int:
@@ -120,7 +123,7 @@ def _duration_of(text: str) -> GoDuration:
         total += int(whole) * per_unit
         if fraction and int(fraction):
             total += int(float(int(fraction)) * (float(per_unit) / 10 ** len(fraction)))
-    return GoDuration(total)
+    return GoDuration(total, text)
 
 
 def format_duration(value: timedelta) -> str:
@@ -144,6 +147,18 @@ def format_duration(value: timedelta) -> str:
     if seconds or fraction:
         parts.append(f"{seconds}.{fraction:09d}".rstrip("0").rstrip(".") + "s")
     return "".join(parts)
+
+
+def wire_duration(value: timedelta) -> str:
+    """A duration as a spec carries it: :func:`format_duration`'s form where the API takes that, else
+    the text it was parsed from. Past 99999h the canonical form has more hour digits than the pattern
+    allows (``9999d`` is ``239976h``), and no one form of a long sum fits the 32 characters its text
+    did; the text read back is the same duration."""
+    canonical = format_duration(value)
+    text = getattr(value, "text", None)
+    if text is None or (len(canonical) <= DURATION_MAX_LENGTH and _DURATION_RE.fullmatch(canonical)):
+        return canonical
+    return text
 
 
 AMOUNT_MAX_LENGTH = 32

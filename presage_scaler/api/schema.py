@@ -126,7 +126,7 @@ def _integer(bits: int) -> Any:
 Duration = Annotated[
     timedelta,
     BeforeValidator(quantities.parse_duration),
-    PlainSerializer(quantities.format_duration, return_type=str),
+    PlainSerializer(quantities.wire_duration, return_type=str),
     Wire(
         {
             "type": "string",

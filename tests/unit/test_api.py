@@ -81,11 +81,26 @@ def test_duration_round_trip(td):
     assert quantities.parse_duration(quantities.format_duration(td)) == td
 
 
-@pytest.mark.parametrize("text", ["1500ns", "5m", "336h", "1d12h"])
+@pytest.mark.parametrize(
+    ("text", "wire"),
+    [("5m", "5m"), ("60m", "1h"), ("1d12h", "36h"), ("99999h", "99999h"), ("9999d", "9999d"),
+     ("9999d99999h99999h99999h99999h", "9999d99999h99999h99999h99999h"),
+     ("9999d999999999s999999999s999999m", "9999d999999999s999999999s999999m")],
+)  # fmt: skip
+def test_a_parsed_duration_goes_back_to_the_wire_in_a_form_the_api_takes(text, wire):
+    """The canonical form where the pattern takes it; past 99999h, the text it was read from."""
+    parsed = quantities.parse_duration(text)
+    written = quantities.wire_duration(parsed)
+    assert written == wire
+    assert quantities.nanoseconds(quantities.parse_duration(written)) == quantities.nanoseconds(parsed)
+
+
+@pytest.mark.parametrize("text", ["1500ns", "5m", "336h", "1d12h", "9999d"])
 def test_parsed_durations_survive_pickle_and_copy_to_the_nanosecond(text):
     parsed = quantities.parse_duration(text)
     for copied in (pickle.loads(pickle.dumps(parsed)), copy.deepcopy(parsed)):
         assert copied == parsed and quantities.nanoseconds(copied) == quantities.nanoseconds(parsed)
+        assert quantities.wire_duration(copied) == quantities.wire_duration(parsed)
 
 
 @pytest.mark.parametrize(
