@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -616,7 +616,7 @@ def _seasonal_bands(
             residuals = _residuals_by_count(values, span, s, k)[k - 1]
             offsets[rows] = _window_quantiles(residuals, firsts[rows] - int(span[0]), width, levels)
             general[rows] = False
-        for k in np.unique(last[count == last - 1]).tolist():
+        for k in np.unique(last[(count == last - 1) & (count >= 1)]).tolist():
             rows = np.flatnonzero((count == k - 1) & (last == k))
             span = np.arange(int(firsts[rows].min()), int(ends[rows].max()))
             fewer, more = _residuals_by_count(values, span, s, k)[k - 2 :]
@@ -677,11 +677,7 @@ def _recent_level_bands(
 def _window_quantiles(series: np.ndarray, starts: np.ndarray, width: int, levels: np.ndarray) -> np.ndarray:
     """:func:`_empirical_quantiles` of the windows ``series[start : start + width]``, read as order
     statistics of sliding windows (:func:`presage_scaler.series.rolling.window_order_statistics`)."""
-    below, above, fraction = _type7(levels, width)
-    ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
-    ordered = window_order_statistics(series, starts, width, ranks)
-    low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
-    return np.maximum.accumulate(low + fraction * (high - low), axis=1)
+    return _quantiles_of(lambda ranks: window_order_statistics(series, starts, width, ranks), width, levels)
 
 
 def _split_window_quantiles(
@@ -689,9 +685,17 @@ def _split_window_quantiles(
 ) -> np.ndarray:
     """:func:`_empirical_quantiles` of the windows that read ``fewer`` before their split and ``more``
     from it on (:func:`presage_scaler.series.rolling.split_window_order_statistics`)."""
+    return _quantiles_of(
+        lambda ranks: split_window_order_statistics(fewer, more, ends, width, splits, ranks), width, levels
+    )
+
+
+def _quantiles_of(order_statistics: Callable[[np.ndarray], np.ndarray], width: int, levels: np.ndarray) -> np.ndarray:
+    """Type-7 quantiles at ``levels`` (``rows × levels``, made non-decreasing) of rows of ``width``
+    samples, from ``order_statistics(ranks)``: each row's samples at those ranks once sorted."""
     below, above, fraction = _type7(levels, width)
     ranks, at = np.unique(np.concatenate((below, above)), return_inverse=True)
-    ordered = split_window_order_statistics(fewer, more, ends, width, splits, ranks)
+    ordered = order_statistics(ranks)
     low, high = ordered[:, at[: len(levels)]], ordered[:, at[len(levels) :]]
     return np.maximum.accumulate(low + fraction * (high - low), axis=1)
 
