@@ -32,6 +32,7 @@ RECENT as well, with that part's own margin (:attr:`Figures.recent`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ from presage_scaler.tune.knobs import Knobs
 
 CONFIDENCE = 0.8
 """How sure the in-sample figures must make the choice that the service level holds (module
-docstring): four times in five."""
+docstring): four times in five. ``benchmarks/bench_tune_search.py`` measures the held-out regret and
+under-provisioning of other levels on every shared trace: lower ones buy regret with misses held out."""
 
 
 def spells(short: np.ndarray) -> int:
@@ -54,13 +56,15 @@ def spells(short: np.ndarray) -> int:
     return int(short[0]) + int(np.count_nonzero(short[1:] & ~short[:-1]))
 
 
-_Z = NormalDist().inv_cdf(CONFIDENCE)
+@functools.cache
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(confidence)
 
 
-def rate_bound(count: int) -> float:
-    """The upper CONFIDENCE bound of a Poisson rate of which ``count`` (≥ 0) events were seen."""
+def rate_bound(count: int, confidence: float = CONFIDENCE) -> float:
+    """The upper ``confidence`` bound of a Poisson rate of which ``count`` (≥ 0) events were seen."""
     n = count + 1
-    return n * (1.0 - 1.0 / (9.0 * n) + _Z / (3.0 * math.sqrt(n))) ** 3
+    return n * (1.0 - 1.0 / (9.0 * n) + _z(confidence) / (3.0 * math.sqrt(n))) ** 3
 
 
 @dataclass(frozen=True)
@@ -84,15 +88,23 @@ class Figures:
     @property
     def margin(self) -> float:
         """What the in-sample figures are scaled by to meet the service level with CONFIDENCE."""
-        return rate_bound(self.spells) / self.spells if self.spells else 1.0
+        return self.margin_at(CONFIDENCE)
 
     @property
     def under_bound_pct(self) -> float:
-        """The under-provisioned time the service level is judged on: scaled by the margin or, where
-        spells were counted and none seen, the bound's 1.6 spells of one step each."""
+        """The under-provisioned time the service level is judged on with CONFIDENCE."""
+        return self.under_bound_at(CONFIDENCE)
+
+    def margin_at(self, confidence: float) -> float:
+        """What the figures are scaled by to meet the service level with ``confidence``."""
+        return rate_bound(self.spells, confidence) / self.spells if self.spells else 1.0
+
+    def under_bound_at(self, confidence: float) -> float:
+        """The under-provisioned time scaled by the margin of ``confidence`` or, where spells were
+        counted and none seen, the bound's spells (1.6 at CONFIDENCE) of one step each."""
         if self.spells == 0 and self.steps:
-            return 100.0 * rate_bound(0) / self.steps
-        return self.under_pct * self.margin
+            return 100.0 * rate_bound(0, confidence) / self.steps
+        return self.under_pct * self.margin_at(confidence)
 
     def as_dict(self) -> dict[str, float | int | None]:
         return {
@@ -114,6 +126,9 @@ class Slo:
 
     under_pct: float
     unserved_pct: float | None = None
+    confidence: float = CONFIDENCE
+    """How sure the in-sample figures must make it that the level holds: tune always asks CONFIDENCE;
+    ``benchmarks/bench_tune_search.py`` measures others."""
 
     def met(self, figures: Figures) -> bool:
         """Whether ``figures`` (in-sample) meet it with CONFIDENCE, each scaled by its margin: over the
@@ -121,8 +136,8 @@ class Slo:
         return self._met(figures) and (figures.recent is None or self._met(figures.recent))
 
     def _met(self, figures: Figures) -> bool:
-        return figures.under_bound_pct <= self.under_pct and (
-            self.unserved_pct is None or figures.unserved_pct * figures.margin <= self.unserved_pct
+        return figures.under_bound_at(self.confidence) <= self.under_pct and (
+            self.unserved_pct is None or figures.unserved_pct * figures.margin_at(self.confidence) <= self.unserved_pct
         )
 
     def describe(self) -> str:

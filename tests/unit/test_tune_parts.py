@@ -150,12 +150,24 @@ def poisson_cdf(count: int, rate: float) -> float:
     return sum(math.exp(k * math.log(rate) - rate - math.lgamma(k + 1)) for k in range(count + 1))
 
 
-@given(count=st.integers(min_value=0, max_value=2000))
-def test_property_the_rate_bound_is_the_poisson_upper_confidence_bound(count):
-    """At the bound, seeing ``count`` or fewer events is as unlikely as 1 − CONFIDENCE (to within the
-    Wilson–Hilferty approximation's error)."""
-    assert poisson_cdf(count, rate_bound(count)) == pytest.approx(1 - CONFIDENCE, abs=0.01)
-    assert rate_bound(count + 1) > rate_bound(count) > count
+@given(count=st.integers(min_value=0, max_value=2000), confidence=st.sampled_from([CONFIDENCE, 0.5, 0.6, 0.9]))
+def test_property_the_rate_bound_is_the_poisson_upper_confidence_bound(count, confidence):
+    """At the bound, seeing ``count`` or fewer events is as unlikely as 1 − confidence (to within the
+    Wilson–Hilferty approximation's error); CONFIDENCE is the default."""
+    assert poisson_cdf(count, rate_bound(count, confidence)) == pytest.approx(1 - confidence, abs=0.01)
+    assert rate_bound(count + 1, confidence) > rate_bound(count, confidence) > count
+    assert rate_bound(count) == rate_bound(count, CONFIDENCE)
+
+
+def test_a_service_level_asked_with_less_confidence_needs_less_margin():
+    """Five spells making 0.8 % of the time: the rate could be 1.26 % at CONFIDENCE (not met), but only
+    0.91 % at 0.5 (met); tune asks CONFIDENCE unless told otherwise."""
+    few = Figures(under_pct=0.8, unserved_pct=0.1, replica_hours=1.0, cost_vs_oracle=1.0, spells=5)
+    assert Slo(1.0).confidence == CONFIDENCE and not Slo(1.0).met(few)
+    assert Slo(1.0, confidence=0.5).met(few)
+    assert few.under_bound_at(0.5) == pytest.approx(0.8 * rate_bound(5, 0.5) / 5)
+    assert few.under_bound_at(0.5) == pytest.approx(0.91, abs=0.005)
+    assert few.under_bound_at(CONFIDENCE) == few.under_bound_pct
 
 
 def test_spells_are_runs_of_short_steps():
