@@ -131,7 +131,7 @@ class Slo:
     ``benchmarks/bench_tune_search.py`` measures others."""
 
     def met(self, figures: Figures) -> bool:
-        """Whether ``figures`` (in-sample) meet it with CONFIDENCE, each scaled by its margin: over the
+        """Whether ``figures`` (in-sample) meet it with its ``confidence``, each scaled by its margin: over the
         whole part and, where there are figures of it, over its last RECENT."""
         return self._met(figures) and (figures.recent is None or self._met(figures.recent))
 
