@@ -23,7 +23,7 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
 from presage_scaler.backends.registry import build_backend
-from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, Fenced, KubeClient, NotFound, Resource
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
 
 log = logging.getLogger(__name__)
@@ -148,8 +148,10 @@ class BackendController:
         )
         patch = {"status": status.model_dump(by_alias=True, exclude_none=True, mode="json")}
         try:
-            updated = await self._client.merge_patch(FORECAST_BACKENDS, None, name, patch, "status")
-        except NotFound:
+            updated = await self._client.merge_patch(
+                FORECAST_BACKENDS, None, name, patch, "status", fence=self._leading
+            )
+        except (NotFound, Fenced):
             return
         except ApiError as exc:
             log.warning("backend status not written backend=%s error=%s", name, exc)

@@ -81,7 +81,9 @@ class ScalerController:
             prometheus,
             events,
             metrics,
-            StatusWriter(client, lambda key: leading() and owns(key)),
+            StatusWriter(
+                client, lambda key: leading() and owns(key), metrics.status_writes_fenced.labels("PredictiveScaler").inc
+            ),
             clock=clock,
             scaled_objects=scaled_objects,
             staleness=self._staleness,

@@ -3,7 +3,9 @@ computed from; on a conflict the object is read again and the patch rebuilt on t
 
 Leadership (or, sharded, ownership of the scaler's shard) is checked before every attempt, retries
 included: a replica that lost its Lease between a conflict and its retry would otherwise overwrite
-what the new leader wrote.
+what the new leader wrote. The same check is the request's fence
+(:data:`~presage_scaler.clients.kube.client.Fence`), asked again as the patch is about to leave, after
+any wait for a connection: a replica starved of CPU between the two must not send it either.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
-from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
+from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, Fenced, KubeClient, NotFound
 from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS, Key, status_of
 
 log = logging.getLogger(__name__)
@@ -25,25 +27,38 @@ StatusPatch = Callable[[PredictiveScalerStatus], JSON]
 
 class StatusWriter:
     """Patches status subresources with conflict retry, only while ``may_write(namespace, name)``
-    (this replica leads, or owns the scaler's shard)."""
+    (this replica leads, or owns the scaler's shard); ``fenced`` is called for each patch that the
+    fence stopped as it was about to leave."""
 
-    def __init__(self, client: KubeClient, may_write: Callable[[Key], bool]) -> None:
+    def __init__(
+        self, client: KubeClient, may_write: Callable[[Key], bool], fenced: Callable[[], None] = lambda: None
+    ) -> None:
         self._client = client
         self._may_write = may_write
+        self._fenced = fenced
 
     async def write(self, obj: JSON, status: PredictiveScalerStatus, patch_of: StatusPatch) -> JSON | None:
         """Write ``patch_of(status)`` over ``obj`` (whose status ``status`` is); the object as written,
         or None when nothing was (deposed, deleted, refused, or conflicts every time)."""
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        key = (namespace, name)
         for attempt in range(STATUS_WRITE_ATTEMPTS):
-            if not self._may_write((namespace, name)):
+            if not self._may_write(key):
                 log.info(
                     "status not written scaler=%s/%s: no longer the leader (or its shard's owner)", namespace, name
                 )
                 return None
             patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": patch_of(status)}
             try:
-                return await self._client.merge_patch(PREDICTIVE_SCALERS, namespace, name, patch, "status")
+                return await self._client.merge_patch(
+                    PREDICTIVE_SCALERS, namespace, name, patch, "status", fence=lambda: self._may_write(key)
+                )
+            except Fenced:
+                self._fenced()
+                log.warning(
+                    "status not sent scaler=%s/%s: leadership lapsed before the patch could leave", namespace, name
+                )
+                return None
             except Conflict:
                 try:
                     obj = await self._client.get(PREDICTIVE_SCALERS, namespace, name)

@@ -171,6 +171,13 @@ class ScalerMetrics:
         self.evaluation_errors = Counter(
             "presage_evaluation_errors", "Evaluations that failed, by reason.", (*SCALER, "reason"), registry=r
         )
+        self.status_writes_fenced = Counter(
+            "presage_status_writes_fenced",
+            "Status writes not sent because, as each was about to leave, this replica could no longer be "
+            "certain it held the Lease (its renew deadline had passed), by kind.",
+            ("kind",),
+            registry=r,
+        )
         self.forecast_calls = Histogram(
             "presage_forecast_request_duration_seconds",
             "Forecast backend calls, by ForecastBackend and outcome.",

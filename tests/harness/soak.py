@@ -214,6 +214,11 @@ class Figures:
             "webhook port /healthz failures": self.probes["webhook port /healthz"][1],
         }
         found += [f"{what}: {count}" for what, count in zero.items() if count]
+        found += [
+            f"no count for {seconds:.1f}s after {fault} ({scaler}), over the {self.config.bound:g}s bound"
+            for fault, (seconds, scaler) in self.without.items()
+            if seconds > self.config.bound
+        ]
         if not self.answers.counts or not self.status_writes or not self.generations:
             found.append("nothing was measured: no counts answered, statuses written or generations seen")
         return found

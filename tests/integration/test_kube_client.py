@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.clients.kube import config as kube_config
-from presage_scaler.clients.kube.client import ApiError, Conflict, Gone, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import ApiError, Conflict, Fenced, Gone, KubeClient, NotFound, Resource
 from presage_scaler.clients.kube.informer import Informer
 from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
 from tests.harness.presage_cluster import apply, deployment
@@ -78,3 +79,48 @@ async def test_a_list_comes_a_page_at_a_time_from_one_snapshot_and_an_informer_l
             task.cancel()
         assert sorted(seen) == [f"upsert ConfigMap c{i}" for i in range(7)]  # every page, kind filled in
         assert informer.relists == 1
+
+
+async def test_a_fenced_write_is_not_sent_when_its_fence_closes_while_it_waits_for_a_connection(
+    cluster, kube_namespace
+):
+    async with KubeClient(kube_config.from_kubeconfig(cluster.kubeconfig)) as client:
+        await client.create(CONFIG_MAPS, kube_namespace, {"metadata": {"name": "f"}, "data": {"k": "1"}})
+        with pytest.raises(Fenced):  # closed before it starts
+            await client.merge_patch(CONFIG_MAPS, kube_namespace, "f", {"data": {"k": "2"}}, fence=lambda: False)
+
+        # Every pooled connection held by a watch: the next request queues for one.
+        started = asyncio.Event()
+        holding = 0
+
+        async def hold() -> None:
+            nonlocal holding
+            async for _ in client.watch(CONFIG_MAPS, kube_namespace, "0", timeout_seconds=60):
+                holding += 1
+                if holding == MAX_CONNECTIONS:
+                    started.set()
+                await asyncio.sleep(3600)
+
+        watches = [asyncio.create_task(hold()) for _ in range(MAX_CONNECTIONS)]
+        try:
+            async with asyncio.timeout(30):
+                await started.wait()
+            open_fence = True
+            write = asyncio.create_task(
+                client.merge_patch(CONFIG_MAPS, kube_namespace, "f", {"data": {"k": "3"}}, fence=lambda: open_fence)
+            )
+            await asyncio.sleep(0.5)
+            assert not write.done(), "the write did not wait for a connection"
+            open_fence = False  # leadership lapses while the write waits
+            watches.pop().cancel()  # a connection comes free
+            with pytest.raises(Fenced):
+                async with asyncio.timeout(30):
+                    await write
+        finally:
+            for watch in watches:
+                watch.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+        assert (await client.get(CONFIG_MAPS, kube_namespace, "f"))["data"] == {"k": "1"}
+        # The slot the stopped write took is free again: an open fence lets the next one through.
+        await client.merge_patch(CONFIG_MAPS, kube_namespace, "f", {"data": {"k": "4"}}, fence=lambda: True)
+        assert (await client.get(CONFIG_MAPS, kube_namespace, "f"))["data"] == {"k": "4"}

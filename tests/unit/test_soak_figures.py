@@ -123,3 +123,35 @@ def test_a_gap_is_charged_to_the_fault_before_its_first_missed_answer() -> None:
     longest = longest_without_a_count(answers, faults, start=0.0, end=50.0, poll=5.0)
     # The gap from 10 to 40 missed its first answer at 15, after etcd stopped.
     assert longest == {"kill at 8s": (5.0, "s"), "etcd at 12s": (30.0, "s")}
+
+
+def test_a_gap_past_the_bound_after_a_fault_is_a_violation() -> None:
+    from tests.harness.soak import Figures, SoakConfig
+
+    config = SoakConfig.short()
+
+    def figures(gap: float) -> Figures:
+        return Figures(
+            config=config,
+            answers=judge_answers([Answer(20.0, "replica-a", "s-1", 1, "OK")], {"s-1": history()}, {}, config.bound),
+            status_writes=10,
+            lease_writes=10,
+            non_leader=[],
+            buckets_seen=1,
+            samples_seen=1,
+            buckets_lost=0,
+            generations=1,
+            stuck=[],
+            slowest_evaluation=1.0,
+            memory={},
+            probes={"health port /healthz": (1, 0), "webhook port /healthz": (1, 0)},
+            without={"restart kube-apiserver at 32s": (gap, "s-1")},
+            faults=[],
+            attacks=[],
+        )
+
+    assert figures(config.bound).violations() == []
+    assert figures(config.bound + 0.1).violations() == [
+        f"no count for {config.bound + 0.1:.1f}s after restart kube-apiserver at 32s (s-1), over the "
+        f"{config.bound:g}s bound"
+    ]

@@ -8,8 +8,9 @@ and report the API server's own message otherwise.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -54,6 +55,19 @@ class ApiUnavailable(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(0, "Unavailable", message)
+
+
+class Fenced(ApiError):
+    """A write was not sent: its :data:`Fence` said, as the request was about to leave, that this
+    replica may no longer make it (its leadership could no longer be vouched for)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "Fenced", f"{method} {path} not sent: this replica is no longer certainly the leader")
+
+
+Fence = Callable[[], bool]
+"""Asked immediately before a request leaves (before it waits for a pooled connection, and again
+after any wait or new connection): False stops it with :class:`Fenced`, unsent."""
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden}
@@ -132,6 +146,7 @@ class KubeClient:
                 timeout=self._timeout,
                 # Watch events are one JSON object per line; objects can be large (etcd allows 1.5 MiB).
                 read_bufsize=2**20,
+                trace_configs=[_fencing()],
             )
         return self._session
 
@@ -163,8 +178,10 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         body: JSON | None = None,
         content_type: str = "application/json",
+        fence: Fence | None = None,
     ) -> JSON:
-        """One request; returns the decoded JSON body or raises a typed :class:`ApiError`."""
+        """One request; returns the decoded JSON body or raises a typed :class:`ApiError`
+        (:class:`Fenced`, unsent, when ``fence`` says no as it is about to leave)."""
         headers = self._auth()
         data = None
         if body is not None:
@@ -178,6 +195,7 @@ class KubeClient:
                 data=data,
                 headers=headers,
                 server_hostname=self.config.tls_server_name,
+                trace_request_ctx={_FENCE: fence, _REQUEST: f"{method} {path}"} if fence else None,
             ) as response:
                 payload = await response.read()
                 status = response.status
@@ -243,12 +261,19 @@ class KubeClient:
         subresource: str | None = None,
         *,
         field_manager: str | None = None,
+        fence: Fence | None = None,
     ) -> JSON:
         """JSON merge patch; include ``metadata.resourceVersion`` in it to make it conditional (409 on change).
-        ``field_manager`` names the writer in the object's managedFields (default: the user agent's)."""
+        ``field_manager`` names the writer in the object's managedFields (default: the user agent's);
+        ``fence`` as for :meth:`request`."""
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request(
-            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH, params=params
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type=MERGE_PATCH,
+            params=params,
+            fence=fence,
         )
 
     async def watch(
@@ -298,3 +323,25 @@ class KubeClient:
             else:
                 raise NotFound(404, "NotFound", f"the API server serves no kind {kind} in {api_version}")
         return self._discovered[key]
+
+
+_FENCE = "fence"
+_REQUEST = "request"
+
+
+def _fencing() -> aiohttp.TraceConfig:
+    """Checks a request's :data:`Fence` when it starts and again right after each step that can wait
+    (a queue for a pooled connection, a new connection's handshake), so that no wait separates the
+    last check from the request leaving; aiohttp releases the connection slot when a check raises."""
+
+    async def check(_session: aiohttp.ClientSession, context: SimpleNamespace, _params: object) -> None:
+        request = context.trace_request_ctx
+        if request and not request[_FENCE]():
+            method, _, path = request[_REQUEST].partition(" ")
+            raise Fenced(method, path)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(check)
+    trace.on_connection_queued_end.append(check)
+    trace.on_connection_create_end.append(check)
+    return trace

@@ -7,6 +7,13 @@ so two candidates can never both win. A leader that cannot renew within ``renew_
 down before anyone else may take over: each renewal is given until then and no longer, counted from
 when the last successful one was sent. On a clean shutdown the leader releases the Lease so a
 standby takes over at once instead of waiting out the duration.
+
+:attr:`LeaderElector.is_leader` is read off the clock, not only off what the election task last
+decided: it turns false the instant the renew deadline passes, even when the task that would step
+down has not run since (a process starved of CPU, or an event loop held by other work). A writer
+that checks it immediately before a request leaves (:class:`~presage_scaler.clients.kube.client.Fence`)
+therefore never sends once another replica may have taken the Lease: the renew deadline runs from
+before the renewal was sent, and the others wait a whole lease duration after they saw it.
 """
 
 from __future__ import annotations
@@ -74,10 +81,12 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        return self._is_leader
+        """Whether this process certainly holds the Lease now: it won or renewed it, and the renew
+        deadline, counted from when that renewal was sent, has not passed on this process's clock."""
+        return self._is_leader and time.monotonic() < self._last_renewed + self.renew_deadline
 
     def _set_leading(self, leading: bool) -> None:
-        if leading != self.is_leader:
+        if leading != self._is_leader:
             self._is_leader = leading
             log.info(
                 "leader election lease=%s/%s identity=%s leading=%s", self.namespace, self.name, self.identity, leading
@@ -96,7 +105,7 @@ class LeaderElector:
             while True:
                 if self._step_down:
                     self._step_down = False
-                    if self.is_leader:
+                    if self._is_leader:
                         self._set_leading(False)
                         await self._release()
                         await asyncio.sleep(self.retry_period)
@@ -108,7 +117,7 @@ class LeaderElector:
                 # in the API server, so it always ends before the Lease expires for the others.
                 attempt = time.monotonic()
                 left = self.renew_deadline
-                if self.is_leader:
+                if self._is_leader:
                     left = self._last_renewed + self.renew_deadline - attempt
                 try:
                     async with asyncio.timeout(max(left, 0.0)):
@@ -125,16 +134,16 @@ class LeaderElector:
                 if acquired:
                     self._last_renewed = attempt
                     self._set_leading(True)
-                elif self.is_leader:
+                elif self._is_leader:
                     lost = self._observed is not None and self._observed[0] != self.identity
                     if lost or now - self._last_renewed >= self.renew_deadline:
                         self._set_leading(False)
                 pause = self.retry_period
-                if self.is_leader:  # back at the deadline at the latest, to step down on time
+                if self._is_leader:  # back at the deadline at the latest, to step down on time
                     pause = min(pause, max(0.0, self._last_renewed + self.renew_deadline - time.monotonic()))
                 await asyncio.sleep(pause)
         finally:
-            if self.is_leader:
+            if self._is_leader:
                 self._set_leading(False)
                 await asyncio.shield(self._release())
 
