@@ -24,6 +24,10 @@ Errors are :class:`~presage_scaler.backends.base.BackendError` subclasses whose 
 condition reason the controller reports with Degraded: ``BackendUnreachable``, ``BackendTimeout``,
 ``BackendNotReady``, ``BackendServerError`` (all :class:`BackendUnavailable`), ``BackendRejected``
 (4xx, :class:`BackendRejected`, with the server's error code) and ``InvalidBackendResponse``.
+
+Answers are read within :data:`MAX_ANSWER_BYTES`, on the wire and once inflated
+(:func:`~presage_scaler.backends.bounded_body.read_body`); a larger one, a body nested deeper than the
+recursion limit and numbers out of float range are an ``InvalidBackendResponse`` that names the limit.
 """
 
 from __future__ import annotations
@@ -50,10 +54,17 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
+from presage_scaler.backends.bounded_body import ACCEPT_ENCODING, BodyTooLarge, UnreadableBody, excerpt, read_body
 
 log = logging.getLogger(__name__)
 
 POINT_ONLY = "point forecast only (useQuantileHead: false)"
+
+MAX_ANSWER_BYTES = 32 << 20
+"""The most bytes one answer may take, on the wire and once inflated: 32 MiB. The largest legitimate
+answer is to a batch of 16 signals (a scaler's most) at the forecaster's own limits, a horizon of 1024
+and 32 quantile levels: 16 x (1 + 32) arrays x 1024 values x at most 26 bytes a value (``-1.2345678901234567e+300,
+``) is 14.1 MB, with a few kB of treatments and context beside; the limit leaves more than twice that."""
 
 
 class ForecasterUnreachable(BackendUnavailable):
@@ -179,8 +190,10 @@ class TimesFMClient:
                 max_horizon=_count(body, "maxHorizon"),
                 quantile_levels=tuple(float(q) for q in body["quantileLevels"]),
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise InvalidForecasterResponse(f"{self._endpoint}/v1/model: unexpected answer: {err}") from err
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise InvalidForecasterResponse(
+                f"{self._endpoint}/v1/model: unexpected answer: {excerpt(str(err), 200)}"
+            ) from err
         self._model, self._revision = info.model, info.revision
         return info
 
@@ -219,8 +232,24 @@ class TimesFMClient:
         if self._client is None:
             self._client = aiohttp.ClientSession()
         try:
-            async with self._client.request(method, url, json=payload, timeout=self._timeout) as response:
-                status, text = response.status, await response.text(errors="replace")
+            async with self._client.request(
+                method,
+                url,
+                json=payload,
+                timeout=self._timeout,
+                # Inflated by read_body, within MAX_ANSWER_BYTES; aiohttp's inflation is unbounded.
+                auto_decompress=False,
+                headers={"Accept-Encoding": ACCEPT_ENCODING},
+            ) as response:
+                status = response.status
+                text = (await read_body(response, MAX_ANSWER_BYTES)).decode(errors="replace")
+        except BodyTooLarge as err:
+            raise InvalidForecasterResponse(
+                f"presage-forecaster at {url} answered {status}: {err}; the largest forecast a scaler asks for "
+                "takes well under it, so check that the ForecastBackend's endpoint is a presage-forecaster"
+            ) from err
+        except UnreadableBody as err:
+            raise InvalidForecasterResponse(f"presage-forecaster at {url} answered {status}: {err}") from err
         except TimeoutError as err:  # aiohttp's own timeout errors subclass it
             raise ForecasterTimeout(
                 f"presage-forecaster at {url} did not answer within {format_duration(self.settings.timeout)} "
@@ -235,8 +264,8 @@ class TimesFMClient:
             raise _status_error(url, status, text)
         try:
             body = json.loads(text)
-        except ValueError as err:
-            raise InvalidForecasterResponse(f"{url} answered {status} with non-JSON: {err}") from err
+        except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the recursion limit
+            raise InvalidForecasterResponse(f"{url} answered {status} with non-JSON: {excerpt(str(err))}") from err
         if not isinstance(body, dict):
             raise InvalidForecasterResponse(f"{url} answered a JSON {type(body).__name__}, not an object")
         return body
@@ -253,8 +282,8 @@ def _status_error(url: str, status: int, body: str) -> BackendError:
     code, message = f"HTTP{status}", body[:500]
     try:
         error = json.loads(body)["error"]
-        code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
+        code, message = excerpt(str(error["code"])), excerpt(str(error["message"]), 500)
+    except (ValueError, KeyError, TypeError, RecursionError):
         pass
     text = f"presage-forecaster at {url} answered {status} {code}: {message}"
     if status == 503:
@@ -293,8 +322,10 @@ def parse_forecast_response(
             _forecast(i, one, request, treatments, use_quantile_head)
             for i, (one, request) in enumerate(zip(series, requests, strict=True))
         ]
-    except (KeyError, TypeError, ValueError, IndexError) as err:
-        raise InvalidForecasterResponse(f"unexpected /v1/forecast answer: {type(err).__name__}: {err}") from err
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as err:
+        raise InvalidForecasterResponse(
+            f"unexpected /v1/forecast answer: {type(err).__name__}: {excerpt(str(err), 200)}"
+        ) from err
     return forecasts, model, revision
 
 

@@ -19,6 +19,15 @@ because forecasting backends need finite values on a regular step:
   a non-zero value means :attr:`SampledSeries.latest` is stale);
 * when no step is valid the query raises :class:`NoData`.
 
+What an answer may cost is bounded, since the address is the user's to choose: a range longer than
+:data:`MAX_POINTS_PER_QUERY` is refused before anything is asked or allocated, an answer is read
+within :data:`MAX_ANSWER_BYTES` on the wire and once inflated (gzip and deflate are inflated by
+:func:`~presage_scaler.backends.bounded_body.read_body`, never by aiohttp), a series may hold no more
+samples than the steps it was asked for, and a second series ends the reading (:class:`TooManySeries`).
+Over a bound, the query raises :class:`AnswerTooLarge`. Parsing cannot recurse without bound (the
+JSON decoder stops at Python's recursion limit) and numbers out of range (``1e400`` or a 400-digit
+timestamp) are a malformed answer, :class:`QueryFailed`, like any other.
+
 Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Kubernetes
 condition reason to report.
 
@@ -43,8 +52,10 @@ from typing import TYPE_CHECKING, Any, Self
 import aiohttp
 import numpy as np
 
+from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import History
+from presage_scaler.backends.bounded_body import ACCEPT_ENCODING, BodyTooLarge, UnreadableBody, excerpt, read_body
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.series.timegrid import align_down
 
@@ -54,6 +65,21 @@ if TYPE_CHECKING:
 #: Prometheus refuses range queries of more than 11,000 points per series; longer ranges are
 #: split into several requests of at most this many points.
 MAX_POINTS_PER_REQUEST = 11_000
+
+MAX_POINTS_PER_QUERY = 1 << 22
+"""The most points one range query may span: 4,194,304, 48.5 days at 1s, the finest resolution the
+CRD allows. The longest legitimate query is an advice lookback of 28 days (its default) at 1s:
+2,419,200 points, fetched in 220 requests of :data:`MAX_POINTS_PER_REQUEST`. Refused before the first
+request, since the grid alone takes 8 bytes a point (32 MiB here) and the gap filling a few times that."""
+
+MAX_ANSWER_BYTES = 4 << 20
+"""The most bytes one answer may take, on the wire and once inflated: 4 MiB. A legitimate answer is one
+series of at most :data:`MAX_POINTS_PER_REQUEST` points. A sample is written ``[1714521600.123,"v"],``:
+18 bytes around a value of at most 26 characters (Prometheus writes values in full, not in exponent
+form, and a value up to 1e25 takes 26), so 11,000 samples take at most 11,000 x 64 = 704,000 bytes,
+and with 64 KiB of labels about 0.77 MB: the limit leaves more than five times that. Decoded, the
+answer's Python objects take up to ~20 times its bytes, one decoding at a time (decoding does not yield
+to the event loop); the controller's 32 evaluations in flight buffer at most 128 MiB of answers."""
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -80,6 +106,17 @@ class QueryFailed(PrometheusError):
         super().__init__(message)
         self.status_code = status_code
         self.error_type = error_type
+
+
+class AnswerTooLarge(QueryFailed):
+    """A query is over one of presage's bounds on what it reads: the points a range spans, the bytes of
+    an answer (declared, on the wire or inflated), or the samples a series holds. ``limit`` names the
+    bound; the message says it, the query, and what to change."""
+
+    def __init__(self, query: str, limit: str, advice: str) -> None:
+        super().__init__(f"query {query!r}: {limit}; {advice}")
+        self.query = query
+        self.limit = limit
 
 
 class TooManySeries(PrometheusError):
@@ -206,10 +243,12 @@ class _Endpoint:
     def session(self) -> aiohttp.ClientSession:
         # Created on first use, inside the running loop, as aiohttp requires.
         if self._session is None:
+            # Answers are inflated by read_body, within MAX_ANSWER_BYTES; aiohttp's inflation is unbounded.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self._ssl, limit=MAX_CONNECTIONS),
-                headers={"Accept": "application/json"},
+                headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING},
                 timeout=self._timeout,
+                auto_decompress=False,
             )
         return self._session
 
@@ -294,6 +333,13 @@ class PrometheusClient:
         if end < start:
             raise ValueError(f"end {end.isoformat()} is before start {start.isoformat()}")
         points = (end - start) // step + 1
+        if points > MAX_POINTS_PER_QUERY:
+            raise AnswerTooLarge(
+                query,
+                f"{start.isoformat()} to {end.isoformat()} at a {format_duration(step)} step is {points} points, "
+                f"over the limit of {MAX_POINTS_PER_QUERY} points per query (28 days at 1s is 2,419,200)",
+                "use a coarser resolution or a shorter history (or advice lookback)",
+            )
         raw = np.full(points, np.nan)
         labels: list[dict[str, str]] = []
         for first in range(0, points, MAX_POINTS_PER_REQUEST):
@@ -304,23 +350,9 @@ class PrometheusClient:
                 "end": _unix(start + last * step),
                 "step": _seconds(step),
             }
-            data = await self._api("/api/v1/query_range", params)
-            if data.get("resultType") != "matrix":
-                raise QueryFailed(f"query_range for {query!r} returned {data.get('resultType')!r}, not a matrix")
-            with _malformed(query):
-                for series in data.get("result") or []:
-                    metric = series.get("metric", {})
-                    if metric not in labels:
-                        labels.append(metric)
-                    if len(labels) > 1:
-                        # Over the full range these would have been separate series too.
-                        raise TooManySeries(query, _series_count(data, labels))
-                    if "values" not in series:
-                        raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
-                    for timestamp, text in series["values"]:
-                        index = round((float(timestamp) - start.timestamp()) / step.total_seconds())
-                        if 0 <= index < points:
-                            raw[index] = _parse_value(text)
+            self._place(
+                query, await self._api("/api/v1/query_range", params), raw, labels, start, step, last - first + 1
+            )
         if not labels:
             raise NoData(query)
         valid = np.flatnonzero(np.isfinite(raw))
@@ -338,6 +370,47 @@ class PrometheusClient:
             leading_gaps_dropped=first,
             gaps=~np.isfinite(raw[first:]),
         )
+
+    @staticmethod
+    def _place(
+        query: str,
+        data: dict[str, Any],
+        raw: np.ndarray,
+        labels: list[dict[str, str]],
+        start: datetime,
+        step: timedelta,
+        asked: int,
+    ) -> None:
+        """Put one answer's samples on the grid ``raw`` (which starts at ``start``) and add its series'
+        labels to ``labels``. ``asked`` is how many steps the request spanned: an answer with more
+        samples than that is refused before they are read one by one."""
+        if data.get("resultType") != "matrix":
+            raise QueryFailed(
+                f"query_range for {query!r} returned {excerpt(repr(data.get('resultType')))}, not a matrix"
+            )
+        samples = 0
+        with _malformed(query):
+            for series in data.get("result") or []:
+                metric = series.get("metric", {})
+                if metric not in labels:
+                    labels.append(metric)
+                if len(labels) > 1:
+                    # Over the full range these would have been separate series too.
+                    raise TooManySeries(query, _series_count(data, labels))
+                if "values" not in series:
+                    raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
+                samples += len(series["values"])
+                if samples > asked:
+                    raise AnswerTooLarge(
+                        query,
+                        f"the answer holds more than the {asked} samples a series has for the {asked} steps asked for",
+                        "check that the address is a Prometheus-compatible query API",
+                    )
+                origin, seconds, points = start.timestamp(), step.total_seconds(), len(raw)
+                for timestamp, text in series["values"]:
+                    index = round((float(timestamp) - origin) / seconds)
+                    if 0 <= index < points:
+                        raw[index] = _parse_value(text)
 
     async def query_instant(self, query: str, at: datetime | None = None) -> float:
         """Evaluate ``query`` at ``at`` (server time when None); must yield exactly one value.
@@ -363,11 +436,13 @@ class PrometheusClient:
                     raise QueryFailed(_HISTOGRAM_HINT.format(query=query))
                 text = result[0]["value"][1]
             else:
-                raise QueryFailed(f"query {query!r} returned a {result_type!r}, expected a vector or scalar")
-        value = _parse_value(text)
+                raise QueryFailed(
+                    f"query {query!r} returned a {excerpt(repr(result_type))}, expected a vector or scalar"
+                )
+            value = _parse_value(text)
         if not math.isfinite(value):
             raise InvalidValue(
-                f"query {query!r} returned {text}; guard divisions and rates so it yields a finite number"
+                f"query {query!r} returned {excerpt(str(text))}; guard divisions and rates so it yields a finite number"
             )
         return value
 
@@ -381,7 +456,21 @@ class PrometheusClient:
                 self._endpoint.session().post(url, data=params, headers=self._auth) as response,
             ):
                 status = response.status
-                payload = await response.read()
+                payload = await read_body(response, MAX_ANSWER_BYTES)
+        except BodyTooLarge as exc:
+            raise AnswerTooLarge(
+                params["query"],
+                f"{url} answered HTTP {status}: {exc}",
+                f"one series of {MAX_POINTS_PER_REQUEST} points takes well under it, so make the query yield one "
+                "series (aggregate it, for example sum(...) or max(...), or narrow its label matchers) and check "
+                "that the address is a Prometheus query API",
+            ) from exc
+        except UnreadableBody as exc:
+            raise QueryFailed(
+                f"query {params['query']!r}: {url} answered HTTP {status}: {exc}; check that the address is a "
+                "Prometheus query API",
+                status_code=status,
+            ) from exc
         except TimeoutError as exc:  # aiohttp's own timeout errors subclass it too
             raise PrometheusUnreachable(
                 f"Prometheus at {self.address} timed out ({type(exc).__name__}); check that it is "
@@ -394,7 +483,7 @@ class PrometheusClient:
             ) from exc
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the recursion limit
             body = None
         if not isinstance(body, dict):
             snippet = payload.decode(errors="replace")[:200].strip()
@@ -407,9 +496,10 @@ class PrometheusClient:
             error_type, error = body.get("errorType"), body.get("error", "no error message")
             hint = _STATUS_HINTS.get(status, "check the query and the server's logs")
             raise QueryFailed(
-                f"query {params['query']!r} failed with HTTP {status} ({error_type}): {error}; {hint}",
+                f"query {params['query']!r} failed with HTTP {status} ({excerpt(str(error_type))}): "
+                f"{excerpt(str(error), 500)}; {hint}",
                 status_code=status,
-                error_type=error_type,
+                error_type=error_type if isinstance(error_type, str) else None,
             )
         data = body.get("data")
         if not isinstance(data, dict):
@@ -478,10 +568,11 @@ def _malformed(query: str) -> Iterator[None]:
     """Turn a response that does not have the documented shape into :class:`QueryFailed`."""
     try:
         yield
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        # OverflowError: a number out of float range, such as a timestamp 1e400 or a 400-digit integer.
         raise QueryFailed(
-            f"query {query!r}: malformed response ({type(exc).__name__}: {exc}); check that the "
-            "address is a Prometheus-compatible query API"
+            f"query {query!r}: malformed response ({type(exc).__name__}: {excerpt(str(exc), 200)}); check "
+            "that the address is a Prometheus-compatible query API"
         ) from exc
 
 
