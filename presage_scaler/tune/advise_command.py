@@ -8,9 +8,11 @@ import asyncio
 import logging
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from presage_scaler.api.quantities import format_duration, parse_duration
 from presage_scaler.backtest import extra
+from presage_scaler.backtest.command import _typed as typed
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.tune.command import add_split_arguments
@@ -18,6 +20,15 @@ from presage_scaler.tune.command import add_split_arguments
 ADVISE_IMAGE = "Dockerfile.scaler built with --build-arg EXTRAS='[backtest]'"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 """Set by Kubernetes in each pod of an indexed Job: that pod's index, the default --shard."""
+DEFAULT_DEADLINE = timedelta(minutes=10)
+"""One advice's total time by default (``--deadline``): about ten times what one advice at the
+default lookback costs (28d at one-minute resolution: four range requests, and the tuning that
+benchmarks/results/bench_tune.md times on its 30-day one-minute trace), so a slower node or a finer
+resolution fits; and short enough that a scaler whose Prometheus never answers holds a pod for under
+a fifth of the chart's hourly run (``advise.activeDeadlineSeconds``)."""
+SHARD_DIGITS = 9
+"""The most digits of a shard index: far more shards than pods any Job runs, and well inside the
+digits ``int`` converts."""
 
 DESCRIPTION = f"""\
 Advise every PredictiveScaler that asks for it (spec.advice): tune its policy on its own signal's
@@ -26,19 +37,43 @@ figures behind them into its status.advice, with an AdviceReady Event. The spec 
 a scaler without spec.advice is never read.
 
 Each scaler is advised when due: never advised, its spec changed since, its last attempt failed, or
-spec.advice.every passed. Pods of an indexed Job split the scalers between them: pod --shard of
---shards takes the scalers whose namespace/name hashes to it (--shard defaults to
-${INDEX_VARIABLE}, which Kubernetes sets in each pod).
+spec.advice.every passed since status.advice.time (a time that is unparsable, out of range or later
+than now makes it due, and its advice writes a true one). Pods of an indexed Job split the scalers
+between them: pod --shard of --shards takes the scalers whose namespace/name hashes to it (--shard
+defaults to ${INDEX_VARIABLE}, which Kubernetes sets in each pod; a value that is not a whole number
+in ASCII digits is refused, exit 2, rather than taken as 0, which would advise one shard many times
+and miss the others).
 
-Exit status: 0 when every due scaler got its status.advice written (a scaler that could not be
-advised gets the reason in status.advice.error and an AdviceFailed Event); 1 when a status could not
-be written or the scalers could not be listed; 2 for a bad flag.
+Nothing about one scaler stops the others: each due scaler is attempted, scalers whose last attempt
+failed after the rest, and one that cannot be advised gets the reason in status.advice.error and an
+AdviceFailed Event. Each advice has --deadline to read and tune: every request still going then is
+cancelled, and tuning stops at its next progress report (with --jobs above 1, once the forecasts in
+worker processes end). The last line on stdout always counts what was done:
+"shard I of N: A advised, F failed, D not due".
+
+Exit status: 0 when every due scaler was advised (its status.advice written with a verdict); 1 when
+any scaler failed (the reason in its status.advice.error and on stdout, also when even that could not
+be written) or the scalers could not all be listed (those listed were still advised); 2 for a bad
+flag or ${INDEX_VARIABLE}.
 """
 
 
-def _shard_default() -> int:
-    raw = os.environ.get(INDEX_VARIABLE, "0")
-    return int(raw) if raw.isdigit() else 0
+def _shard_index(raw: str) -> int:
+    """--shard, or ${INDEX_VARIABLE} when --shard is not given (argparse converts a string default
+    only when the subcommand is parsed, so a bad value never stops --help or another command)."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= SHARD_DIGITS):
+        raise argparse.ArgumentTypeError(
+            f"{raw[:40]!r} is not a shard index: a whole number from 0 in ASCII digits (from --shard, or "
+            f"${INDEX_VARIABLE} when --shard is not given)"
+        )
+    return int(raw)
+
+
+def _deadline(raw: str) -> timedelta:
+    deadline = parse_duration(raw)
+    if deadline <= timedelta(0):
+        raise ValueError(f"the deadline {raw!r} must be more than 0s")
+    return deadline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,12 +81,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
-        "--shard", type=int, default=_shard_default(), help=f"this run's share (default: ${INDEX_VARIABLE} or 0)"
+        "--shard",
+        type=_shard_index,
+        default=os.environ.get(INDEX_VARIABLE, "0"),
+        help=f"this run's share (default: ${INDEX_VARIABLE} or 0)",
     )
     parser.add_argument("--shards", type=int, default=1, help="how many runs share the scalers (default: 1)")
     parser.add_argument("-n", "--namespace", help="only this namespace (default: every namespace)")
     add_split_arguments(parser, "each scaler's lookback")
     parser.add_argument("--jobs", type=int, default=1, help="processes that forecast at once (default: 1)")
+    parser.add_argument(
+        "--deadline",
+        type=typed(_deadline),
+        default=DEFAULT_DEADLINE,
+        help="most time one scaler's advice may take, its reads and its tuning, e.g. 5m "
+        f"(default: {format_duration(DEFAULT_DEADLINE)})",
+    )
     parser.add_argument(
         "--prometheus", metavar="URL", help="replace every scaler's query address (for a run outside the cluster)"
     )
@@ -90,5 +135,6 @@ def run(args: argparse.Namespace) -> int:
         holdout=args.holdout,
         jobs=max(1, args.jobs),
         prometheus=args.prometheus,
+        deadline=args.deadline,
     )
     return asyncio.run(advise_cluster(config, options, listing_only=args.list, clock=lambda: datetime.now(UTC)))

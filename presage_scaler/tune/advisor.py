@@ -4,10 +4,18 @@ history, as ``presage tune --scaler`` does, and write what to do into its ``stat
 One run lists the scalers, keeps those of its shard (a key hash, so that the pods of an indexed Job
 split them with none advised twice or missed) that opted in and are due, and advises them one at a
 time. A scaler is due when it was never advised, when its spec changed since (``metadata.generation``),
-when its last attempt failed, or when ``spec.advice.every`` has passed. Each write is a merge patch of
+when its last attempt failed, or when ``spec.advice.every`` has passed since ``status.advice.time``; a
+time that cannot be trusted (missing, unparsable, without an offset, or later than now: a year-9999
+time included) makes it due, and advising it writes a true one. Each write is a merge patch of
 ``status.advice`` alone, under its own field manager, so it never touches what the controller writes;
-``spec`` is never changed. A scaler that cannot be advised gets the error in ``status.advice.error``
-(the advice made before it is kept) and a Warning Event; it never stops the run.
+``spec`` is never changed.
+
+Nothing about one scaler stops the run or the others' advice. Each is attempted; one that cannot be
+advised (its spec, its ForecastBackend, its Prometheus, its tuning, its status write) gets the reason
+in ``status.advice.error`` where that write is possible (the advice made before it is kept) and a
+Warning Event, and the run goes on. One advice has a total deadline (:class:`Deadline`): every request
+it makes is cancelled when it passes, and tuning stops at its next progress report. Scalers whose last
+attempt failed are attempted after the others, so one that fails slowly every run delays no one.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,6 +31,7 @@ from typing import Any
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceSpec
+from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
@@ -46,12 +56,16 @@ UNWRITTEN = "writing status.advice"
 MESSAGE_LENGTH = 1024
 """The most characters of an error or Event message written (an Event's message is cut there by the
 API server too)."""
+READING = "reading its ForecastBackend and its signal's history"
+TUNING = "tuning"
 
 
 @dataclass(frozen=True)
 class AdviseOptions:
     """What one ``presage advise`` run covers and how it tunes."""
 
+    deadline: timedelta
+    """Each scaler's advice, reads and tuning together (:class:`Deadline`; ``--deadline``)."""
     shard: int = 0
     shards: int = 1
     namespace: str | None = None
@@ -63,6 +77,47 @@ class AdviseOptions:
     """Replaces every query's address (for a run outside the cluster)."""
 
 
+class DeadlineExceeded(Exception):
+    """One advice ran past its deadline; the message names the deadline, the step and what to change."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When one advice must be done, on a monotonic clock. The reads are awaited under it (every
+    request still going when it passes is cancelled); the tuning, which runs in a thread and cannot
+    be interrupted, calls :meth:`progress` between chunks of its forecasting and replaying, which
+    stops it there. What runs between two reports (planning, measuring, and with ``--jobs`` above 1
+    the forecasts in worker processes) finishes before the deadline is noticed."""
+
+    limit: timedelta
+    expires: float
+    """The monotonic clock's reading when ``limit`` has passed."""
+    monotonic: Callable[[], float]
+
+    @classmethod
+    def starting(cls, limit: timedelta, monotonic: Callable[[], float]) -> Deadline:
+        return cls(limit, monotonic() + limit.total_seconds(), monotonic)
+
+    def remaining(self) -> float:
+        """Seconds left; zero or less once passed."""
+        return self.expires - self.monotonic()
+
+    def exceeded(self, step: str) -> DeadlineExceeded:
+        """The error for passing the deadline while doing ``step`` (:data:`READING`, :data:`TUNING`)."""
+        return DeadlineExceeded(
+            f"{step} took longer than the advice deadline of {format_duration(self.limit)} (presage advise "
+            "--deadline; the chart's advise.deadline): a shorter spec.advice.lookback or a coarser "
+            "spec.signal.resolution reads and tunes fewer points, and a query that Prometheus answers sooner "
+            "(a recording rule) reads faster"
+        )
+
+    def progress(self, _step: str, _done: int, _total: int) -> None:
+        """A tuning progress report (:data:`presage_scaler.backtest.runner.Progress`) that stops the
+        tuning once the deadline has passed."""
+        if self.remaining() <= 0:
+            raise self.exceeded(TUNING)
+
+
 @dataclass
 class RunSummary:
     """What one run did, by ``namespace/name``."""
@@ -72,6 +127,29 @@ class RunSummary:
     failed: dict[str, str] = field(default_factory=dict)
     """Each scaler that could not be advised and why."""
     not_due: list[str] = field(default_factory=list)
+    listing_error: ApiError | None = None
+    """Why listing the scalers stopped before its end (those listed before it are still advised)."""
+
+    def line(self, shard: int, shards: int) -> str:
+        """The run's last line on stdout, printed whatever happened."""
+        return (
+            f"shard {shard} of {shards}: {len(self.advised)} advised, {len(self.failed)} failed, "
+            f"{len(self.not_due)} not due" + ("; listing failed" if self.listing_error is not None else "")
+        )
+
+    def exit_status(self) -> int:
+        """0 when every due scaler was advised and every scaler listed; 1 otherwise."""
+        return 1 if self.failed or self.listing_error is not None else 0
+
+
+@dataclass
+class Listing:
+    """This shard's scalers that opted in, as far as the listing went."""
+
+    scalers: list[tuple[dict[str, Any], AdviceSpec | None]] = field(default_factory=list)
+    """Each kept as :func:`slim` keeps it, with its parsed ``spec.advice`` (None when it does not parse)."""
+    error: ApiError | None = None
+    """Why the listing stopped before its last page; None when it read them all."""
 
 
 def key(obj: dict[str, Any]) -> str:
@@ -104,16 +182,27 @@ def in_shard(obj: dict[str, Any], shard: int, shards: int) -> bool:
     return shard_of(str(metadata.get("namespace")), str(metadata.get("name")), shards) == shard
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def failed_before(obj: dict[str, Any]) -> bool:
+    """Whether the scaler's last attempt failed (its ``status.advice.error`` is set)."""
+    return bool(_mapping(_mapping(obj.get("status")).get("advice")).get("error"))
+
+
 def due(obj: dict[str, Any], every: timedelta, now: datetime) -> bool:
-    """Whether the scaler is to be advised now (module docstring)."""
-    status = (obj.get("status") or {}).get("advice") or {}
-    if status.get("error") or status.get("observedGeneration") != (obj.get("metadata") or {}).get("generation"):
+    """Whether the scaler is to be advised now (module docstring). Defined for any stored object: a
+    ``status.advice`` of any shape or time answers, never raises."""
+    status = _mapping(_mapping(obj.get("status")).get("advice"))
+    if failed_before(obj) or status.get("observedGeneration") != _mapping(obj.get("metadata")).get("generation"):
         return True
     try:
         made = datetime.fromisoformat(status["time"])
     except (KeyError, TypeError, ValueError):
         return True
-    return made + every <= now
+    # A difference of two datetimes never overflows, as the sum ``made + every`` does near the year 9999.
+    return made.tzinfo is None or made > now or now - made >= every
 
 
 def summary_line(advice: Advice, body: dict[str, Any]) -> str:
@@ -132,33 +221,46 @@ def summary_line(advice: Advice, body: dict[str, Any]) -> str:
 class Advisor:
     """One run of ``presage advise`` over a cluster (module docstring)."""
 
-    def __init__(self, client: KubeClient, options: AdviseOptions, *, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        options: AdviseOptions,
+        *,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = client
         self._options = options
         self._clock = clock
+        self._monotonic = monotonic
         self._events = EventRecorder(client, host="presage-advise", min_spacing=timedelta(0))
 
-    async def mine(self) -> list[tuple[dict[str, Any], AdviceSpec | None]]:
-        """This shard's scalers that opted in, each kept as :func:`slim` keeps it, with its parsed
-        ``spec.advice`` (None when it does not parse: advising it fails with the reason). Read a page at
-        a time, so a run over thousands of scalers never holds more than a page of whole objects."""
-        found = []
-        async for page in self._client.pages(PREDICTIVE_SCALERS, self._options.namespace):
-            for obj in page.get("items") or []:
-                if (obj.get("spec") or {}).get("advice") is None:
-                    continue
-                if not in_shard(obj, self._options.shard, self._options.shards):
-                    continue
-                try:
-                    found.append((slim(obj), advice_spec(obj)))
-                except SpecError:
-                    found.append((slim(obj), None))
-        return found
+    async def mine(self) -> Listing:
+        """This shard's scalers that opted in (advising one whose ``spec.advice`` does not parse fails
+        with the reason). Read a page at a time, so a run over thousands of scalers never holds more
+        than a page of whole objects; a page that cannot be read ends the listing with what it found."""
+        listing = Listing()
+        try:
+            async for page in self._client.pages(PREDICTIVE_SCALERS, self._options.namespace):
+                for obj in page.get("items") or []:
+                    if (obj.get("spec") or {}).get("advice") is None:
+                        continue
+                    if not in_shard(obj, self._options.shard, self._options.shards):
+                        continue
+                    try:
+                        listing.scalers.append((slim(obj), advice_spec(obj)))
+                    except SpecError:
+                        listing.scalers.append((slim(obj), None))
+        except ApiError as exc:
+            listing.error = exc
+        return listing
 
-    async def run(self) -> RunSummary:
-        """Advise every scaler of this shard that is due."""
-        summary = RunSummary()
-        for obj, spec in await self.mine():
+    async def run(self, summary: RunSummary) -> None:
+        """Advise every scaler of this shard that is due, those whose last attempt failed last, and
+        record each in ``summary`` as it goes (so that it holds what was done whatever stops the run)."""
+        listing = await self.mine()
+        summary.listing_error = listing.error
+        for obj, spec in sorted(listing.scalers, key=lambda scaler: failed_before(scaler[0])):
             name = key(obj)
             if spec is not None and not due(obj, spec.every, self._clock()):
                 summary.not_due.append(name)
@@ -168,37 +270,60 @@ class Advisor:
             except NotFound:  # deleted since it was listed: nothing to advise
                 log.info("advice not written scaler=%s: deleted", name)
                 continue
-            except ApiError as exc:  # the status could not be written: nothing else to tell it with
-                summary.failed[name] = f"{UNWRITTEN}: {exc}"
-                log.warning("advice not written scaler=%s error=%s", name, exc)
+            except Exception as exc:  # a fault in advising one scaler stops only it
+                summary.failed[name] = _reason(exc)
+                log.error("advice failed scaler=%s error=%s", name, summary.failed[name], exc_info=True)
                 continue
             if error is not None:
                 summary.failed[name] = error
             else:
                 summary.advised[name] = verdict
-        return summary
 
     async def advise(self, obj: dict[str, Any]) -> tuple[str, str | None]:
         """Advise one scaler and write the outcome: its verdict, and None; or, when it failed, an empty
-        verdict and the reason (written to ``status.advice.error``)."""
+        verdict and the reason (written to ``status.advice.error`` where that write is possible).
+        Raises :class:`NotFound` when the scaler was deleted."""
         now = self._clock()
         try:
             body, message = await self._advice(obj, now)
         except Exception as exc:  # one scaler's failure is written to it and never stops the run
-            reason = _reason(exc)
-            log.warning("advice failed scaler=%s error=%s", key(obj), reason, exc_info=not _expected(exc))
-            await self._write(obj, failed_status(reason, now))
-            await self._events.record(obj, "Warning", ADVICE_FAILED, f"presage advise: {reason}")
-            return "", reason
-        await self._write(obj, body)
+            return "", await self._failed(obj, _reason(exc), now, traceback=not _expected(exc))
+        try:
+            await self._write(obj, body)
+        except NotFound:
+            raise
+        except ApiError as exc:  # the advice is refused; its error may still be written
+            return "", await self._failed(obj, f"{UNWRITTEN}: {exc}"[:MESSAGE_LENGTH], now, traceback=False)
         await self._events.record(obj, "Normal", ADVICE_READY, message)
         log.info("advised scaler=%s verdict=%s", key(obj), body["verdict"])
         return str(body["verdict"]), None
 
+    async def _failed(self, obj: dict[str, Any], reason: str, now: datetime, *, traceback: bool) -> str:
+        """Write ``reason`` to ``status.advice.error`` with a Warning Event; the reason as the run reports
+        it (with the write's own error when that failed too)."""
+        log.warning("advice failed scaler=%s error=%s", key(obj), reason, exc_info=traceback)
+        try:
+            await self._write(obj, failed_status(reason, now))
+        except NotFound:
+            raise
+        except ApiError as exc:  # the status could not be written: nothing else to tell it with
+            log.warning("advice error not written scaler=%s error=%s", key(obj), exc)
+            return f"{reason}; {UNWRITTEN}.error: {exc}"
+        await self._events.record(obj, "Warning", ADVICE_FAILED, f"presage advise: {reason}")
+        return reason
+
     async def _advice(self, obj: dict[str, Any], now: datetime) -> tuple[dict[str, Any], str]:
         wanted = advice_spec(obj)
         assert wanted is not None  # only opted-in scalers get here
-        live = await live_scaler(self._client, obj, wanted.lookback, now, prometheus=self._options.prometheus)
+        deadline = Deadline.starting(self._options.deadline, self._monotonic)
+        reading = asyncio.timeout(deadline.remaining())
+        try:
+            async with reading:
+                live = await live_scaler(self._client, obj, wanted.lookback, now, prometheus=self._options.prometheus)
+        except TimeoutError:
+            if not reading.expired():
+                raise
+            raise deadline.exceeded(READING) from None
         setup = TuneSetup(
             spec=live.spec,
             overrides=Overrides(),
@@ -208,7 +333,7 @@ class Advisor:
             holdout=self._options.holdout,
             jobs=max(1, self._options.jobs),
         )
-        result = await asyncio.to_thread(tune, live.trace, setup)
+        result = await asyncio.to_thread(tune, live.trace, setup, deadline.progress)
         advice = advise(result)
         generation = int(obj["metadata"].get("generation") or 0)
         body = advice_status(result, advice, obj["spec"], wanted.service_level, generation, now)
@@ -228,7 +353,7 @@ class Advisor:
 
 def _expected(exc: Exception) -> bool:
     """Whether ``exc`` is a failure with a reason a user can act on (no traceback is logged)."""
-    return isinstance(exc, (*ERRORS, TuneError, ApiError))
+    return isinstance(exc, (*ERRORS, TuneError, ApiError, DeadlineExceeded))
 
 
 def _reason(exc: Exception) -> str:
@@ -236,30 +361,43 @@ def _reason(exc: Exception) -> str:
     return text[:MESSAGE_LENGTH]
 
 
-async def advise_cluster(
-    config: KubeConfig, options: AdviseOptions, *, listing_only: bool, clock: Callable[[], datetime]
-) -> int:
-    """``presage advise``: one run, a line per scaler on stdout; the exit status of
-    :mod:`presage_scaler.tune.advise_command`."""
-    async with KubeClient(config, user_agent=FIELD_MANAGER) as client:
-        advisor = Advisor(client, options, clock=clock)
-        try:
-            if listing_only:
-                for obj, spec in await advisor.mine():
-                    when = "due" if spec is None or due(obj, spec.every, clock()) else "not due"
-                    print(f"{key(obj)} {when}")
-                return 0
-            summary = await advisor.run()
-        except ApiError as exc:
-            print(f"presage advise: listing PredictiveScalers: {exc}", file=sys.stderr)
-            return 1
+def _print_listing(listing: Listing, clock: Callable[[], datetime]) -> int:
+    """``--list``: each scaler and whether it is due; 1 when the listing stopped before its end."""
+    for obj, spec in listing.scalers:
+        print(f"{key(obj)} {'due' if spec is None or due(obj, spec.every, clock()) else 'not due'}")
+    if listing.error is None:
+        return 0
+    print(f"presage advise: listing PredictiveScalers: {listing.error}", file=sys.stderr)
+    return 1
+
+
+def _print_summary(summary: RunSummary, options: AdviseOptions) -> None:
     for name, verdict in summary.advised.items():
         print(f"{name} {verdict}")
     for name, reason in summary.failed.items():
         print(f"{name} failed: {reason}")
-    print(
-        f"shard {options.shard} of {options.shards}: {len(summary.advised)} advised, {len(summary.failed)} failed, "
-        f"{len(summary.not_due)} not due"
-    )
-    unwritten = [name for name, reason in summary.failed.items() if reason.startswith(UNWRITTEN)]
-    return 1 if unwritten else 0
+    if summary.listing_error is not None:
+        print(f"presage advise: listing PredictiveScalers: {summary.listing_error}", file=sys.stderr)
+    print(summary.line(options.shard, options.shards))
+
+
+async def advise_cluster(
+    config: KubeConfig,
+    options: AdviseOptions,
+    *,
+    listing_only: bool,
+    clock: Callable[[], datetime],
+    monotonic: Callable[[], float] = time.monotonic,
+) -> int:
+    """``presage advise``: one run, a line per scaler advised or failed and the summary line on stdout,
+    printed whatever stops the run; the exit status of :mod:`presage_scaler.tune.advise_command`."""
+    async with KubeClient(config, user_agent=FIELD_MANAGER) as client:
+        advisor = Advisor(client, options, clock=clock, monotonic=monotonic)
+        if listing_only:
+            return _print_listing(await advisor.mine(), clock)
+        summary = RunSummary()
+        try:
+            await advisor.run(summary)
+        finally:
+            _print_summary(summary, options)
+    return summary.exit_status()

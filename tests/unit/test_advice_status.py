@@ -17,7 +17,7 @@ from presage_scaler.api.predictive_scaler import AdviceStatus, PredictiveScalerS
 from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.tune.advice import Verdict, advise
 from presage_scaler.tune.advice_status import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff
-from presage_scaler.tune.advisor import advice_spec, due, in_shard, summary_line
+from presage_scaler.tune.advisor import Deadline, DeadlineExceeded, advice_spec, due, in_shard, summary_line
 from presage_scaler.tune.knobs import ForecasterKnobs
 from presage_scaler.tune.tuner import TuneResult, tune
 from tests.unit.test_tune import _held_up, _week, setup_for
@@ -125,6 +125,68 @@ def test_a_scaler_is_due_when_never_advised_changed_failed_or_every_has_passed()
     assert due(_scaler(observedGeneration=3, time="not a time"), every, NOW)
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "9999-12-31T23:59:59Z",  # the CRD admits it; adding `every` to it overflows
+        "9999-12-31T23:59:59.999999+00:00",
+        "0001-01-01T00:00:00-23:59",  # before the year 1 in UTC
+        "2026-12-06T13:00:00+00:00",  # an hour later than now
+        "2026-12-05T12:00:00",  # no offset: which hour it names is unknown
+        "10000-01-01T00:00:00Z",
+        "",
+        12,
+        None,
+        ["2026-12-05T12:00:00Z"],
+    ],
+)
+def test_a_stored_time_that_cannot_be_trusted_makes_the_scaler_due(stored):
+    for now in (NOW, datetime(9999, 12, 31, 23, 59, tzinfo=UTC), datetime(1, 1, 1, 0, 1, tzinfo=UTC)):
+        assert due(_scaler(observedGeneration=3, time=stored), timedelta(hours=24), now), (stored, now)
+
+
+def test_the_due_check_at_the_ends_of_the_calendar():
+    every = timedelta(hours=24)
+    last = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert not due(_scaler(observedGeneration=3, time=(last - timedelta(hours=1)).isoformat()), every, last)
+    assert due(_scaler(observedGeneration=3, time=(last - every).isoformat()), every, last)
+    first = datetime(1, 1, 1, tzinfo=UTC)
+    assert not due(_scaler(observedGeneration=3, time=first.isoformat()), every, first + timedelta(hours=1))
+    assert not due(_scaler(observedGeneration=3, time="9999-12-31T23:59:59Z"), timedelta.max, last)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3),
+    max_leaves=12,
+)
+STORED_TIMES = st.datetimes(timezones=st.just(UTC)).map(datetime.isoformat) | st.text(max_size=40) | JSON
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "metadata": st.fixed_dictionaries({}, optional={"generation": JSON}) | JSON,
+            "status": st.fixed_dictionaries(
+                {},
+                optional={
+                    "advice": st.fixed_dictionaries(
+                        {}, optional={"time": STORED_TIMES, "error": JSON, "observedGeneration": JSON}
+                    )
+                    | JSON
+                },
+            )
+            | JSON,
+        },
+    ),
+    st.datetimes(timezones=st.just(UTC)),
+    st.timedeltas(min_value=timedelta(hours=1)),
+)
+def test_the_due_check_answers_for_any_stored_object(obj, now, every):
+    assert due(obj, every, now) in (True, False)
+
+
 def test_advice_spec_defaults_and_refusals():
     spec = advice_spec({"spec": {"advice": {"serviceLevel": "0.5%"}}})
     assert spec is not None and (spec.every, spec.lookback) == (timedelta(hours=24), timedelta(days=28))
@@ -146,3 +208,15 @@ def test_shards_take_every_scaler_exactly_once(names, shards):
     for namespace, name in names:
         obj = {"metadata": {"namespace": namespace, "name": name}}
         assert sum(in_shard(obj, shard, shards) for shard in range(shards)) == 1
+
+
+def test_a_deadline_stops_a_tuning_at_its_next_progress_report():
+    """The real tuning, with a clock that moves a second at each reading: it reports progress while it
+    forecasts and replays, and the report after the deadline ends it with the deadline's reason."""
+    readings = iter(range(10**6))
+    deadline = Deadline.starting(timedelta(seconds=3), lambda: float(next(readings)))
+    with pytest.raises(DeadlineExceeded) as exceeded:
+        tune(daily_trace(9, seed=3), setup_for(spec=SPEC), deadline.progress)
+    assert str(exceeded.value).startswith("tuning took longer than the advice deadline of 3s (presage advise")
+    assert "spec.advice.lookback" in str(exceeded.value)
+    assert next(readings) == 4  # stopped at the report that read 3 s past the start, not after the run

@@ -92,6 +92,8 @@ def from_kubeconfig(files: str | Path, context: str | None = None) -> KubeConfig
         contexts, current = list_kube_config_contexts(config_file=str(files))
     except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
         raise KubeConfigError(f"cannot use kubeconfig {files}: {exc}") from exc
+    except RecursionError:  # the loader's YAML parser recurses once per level of nesting
+        raise KubeConfigError(f"cannot use kubeconfig {files}: nested too deeply to be a kubeconfig") from None
     chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
     namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     return _from_loaded(loaded, str(namespace))
