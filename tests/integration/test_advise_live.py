@@ -1,7 +1,9 @@
 """``presage advise`` against a real API server and a real, backfilled Prometheus: a Shadow scaler
 with ``spec.advice`` gets ``status.advice`` and one AdviceReady Event, and ``presage backtest --spec``
 on the advised spec reproduces the held-out figures stated; a scaler without ``spec.advice`` is never
-read; two shards of an indexed Job split a hundred scalers with none advised twice or missed."""
+read; two shards of an indexed Job split a hundred scalers with none advised twice or missed; and
+hostile tenants beside a good one (a stored advice time in the year 9999, a Prometheus that answers
+every request just inside its timeout) neither stop the run nor keep the good one from its advice."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from aiohttp import web
 
 from presage_scaler.api.quantities import format_decimal, parse_duration
 from presage_scaler.tune.advise_command import INDEX_VARIABLE
-from presage_scaler.tune.advisor import ADVICE_READY, FIELD_MANAGER
+from presage_scaler.tune.advisor import ADVICE_FAILED, ADVICE_READY, FIELD_MANAGER
 from tests.harness.local_http import Seen, seen, serving
 from tests.harness.presage_cluster import REPO, apply, get, predictive_scaler
 from tests.harness.prometheus import Series
@@ -223,3 +226,76 @@ def test_two_shards_split_a_hundred_scalers_none_twice_none_missed(
         advice = get(cluster, "predictivescaler", name, ns)["status"]["advice"]
         assert "too short" in advice["error"], advice
         assert "verdict" not in advice
+
+
+SLOW_ANSWER = 9.0
+"""Seconds the hostile Prometheus takes to answer each request: just inside the client's 10 s timeout
+per request, so only the advice's deadline ends its reads."""
+DEADLINE = 30
+"""Seconds each advice may take: three of the hostile Prometheus's answers, and several times what the
+good scalers' sixteen days at 5m take to read and tune."""
+
+
+async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_its_advice(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    """In one run, listed in this order: ``future``, whose stored ``status.advice.time`` is
+    9999-12-31T23:59:59Z (adding ``every`` to it overflowed the due check and ended the run); ``slow``,
+    whose Prometheus needs 9 s for each of the 13 requests of its 16 days at 10s resolution (two
+    minutes, none timing out); and ``web``, an ordinary scaler. ``future`` is due (a time later than now
+    cannot be trusted) and advised, its time made true; ``slow`` fails at the deadline with the reason
+    in its status; ``web`` is advised; the summary line counts them and the run exits 1."""
+    ns = kube_namespace
+    prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
+    asked: list[float] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        asked.append(time.monotonic())
+        await asyncio.sleep(SLOW_ANSWER)
+        return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+    async with serving(slow) as slow_url:
+        future = scaler_object("future", prometheus.url, backend_name, advice=ADVICE)
+        hostile = scaler_object("slow", slow_url, backend_name, advice=ADVICE)
+        hostile["spec"]["signal"]["resolution"] = "10s"
+        for obj in (future, hostile, scaler_object("web", prometheus.url, backend_name, advice=ADVICE)):
+            apply(cluster, obj, ns)
+        generation = get(cluster, "predictivescaler", "future", ns)["metadata"]["generation"]
+        stored = {"status": {"advice": {"time": "9999-12-31T23:59:59Z", "observedGeneration": generation}}}
+        cluster.kubectl(
+            "patch", "predictivescaler", "future", "-n", ns, "--subresource=status", "--type=merge",
+            "-p", json.dumps(stored),
+        )  # fmt: skip
+        assert get(cluster, "predictivescaler", "future", ns)["status"]["advice"]["time"] == "9999-12-31T23:59:59Z"
+        began = datetime.now(UTC)
+        process = await asyncio.create_subprocess_exec(
+            *advise_command(cluster, "-n", ns, "--warmup", WARMUP, "--deadline", f"{DEADLINE}s"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO,
+        )  # fmt: skip
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 600)
+    out = stdout.decode()
+    assert process.returncode == 1, (out, stderr.decode())
+    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 1 failed, 0 not due", out
+
+    # The slow tenant: its reads were cut at the deadline, not after its two minutes of answers.
+    reason = get(cluster, "predictivescaler", "slow", ns)["status"]["advice"]["error"]
+    assert reason.startswith(f"reading its ForecastBackend and its signal's history took longer than the advice "
+                             f"deadline of {DEADLINE}s (presage advise --deadline"), reason  # fmt: skip
+    assert "spec.advice.lookback" in reason and "spec.signal.resolution" in reason, reason
+    assert f"{ns}/slow failed: {reason}" in out, out
+    assert 1 <= len(asked) <= DEADLINE // SLOW_ANSWER + 1, asked
+    assert asked[-1] - asked[0] < DEADLINE, asked
+    [failed] = [e for e in events(cluster, ns, "slow") if e["reason"] == ADVICE_FAILED]
+    assert failed["type"] == "Warning" and reason in failed["message"], failed
+
+    # The stored year-9999 time made its scaler due; its advice wrote a true one.
+    future_advice = get(cluster, "predictivescaler", "future", ns)["status"]["advice"]
+    assert not future_advice.get("error") and future_advice["verdict"], future_advice
+    assert began <= datetime.fromisoformat(future_advice["time"]) <= datetime.now(UTC), future_advice
+    assert f"{ns}/future {future_advice['verdict']}" in out, out
+
+    # The good tenant, listed after both, was advised as if they were not there.
+    web_advice = get(cluster, "predictivescaler", "web", ns)["status"]["advice"]
+    assert not web_advice.get("error") and web_advice["verdict"] == "Advised", web_advice
+    assert f"{ns}/web Advised" in out, out
+    assert [e["type"] for e in events(cluster, ns, "web") if e["reason"] == ADVICE_READY] == ["Normal"]

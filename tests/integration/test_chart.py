@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from presage_scaler.cli.main import build_parser
+from presage_scaler.tune.advise_command import DEFAULT_DEADLINE
 from tests.harness.chart_manifests import stale_manifests
 from tests.harness.helm import CHART, Helm, ensure_helm
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
@@ -76,6 +77,7 @@ EVERYTHING = {
     "advise.image.pullPolicy": "IfNotPresent",
     "advise.warmup": "3d",
     "advise.holdout": "2d12h",
+    "advise.deadline": "20m",
     "advise.jobs": "2",
     "advise.extraArgs": "{--namespace=shop}",
     "advise.extraEnv[0].name": "SSL_CERT_FILE",
@@ -504,6 +506,7 @@ def test_advise_runs_as_an_indexed_job_each_pod_a_shard(helm: Helm, monkeypatch:
     args = build_parser().parse_args(container["args"])
     assert (args.command, args.shard, args.shards, args.jobs) == ("advise", 2, 3, 1)
     assert args.warmup == timedelta(days=7) and args.holdout is None  # presage's defaults
+    assert args.deadline == DEFAULT_DEADLINE
     # Its own identity, with the scaler's pod and container security.
     assert pod["serviceAccountName"] == ADVISE_NAME
     assert ("ServiceAccount", ADVISE_NAME) in objects
@@ -536,6 +539,7 @@ def test_every_advise_option_reaches_presage_advise(helm: Helm) -> None:
     args = build_parser().parse_args(container["args"])
     assert (args.command, args.shards, args.jobs, args.namespace) == ("advise", 4, 2, "shop")
     assert (args.warmup, args.holdout) == (timedelta(days=3), timedelta(days=2, hours=12))
+    assert args.deadline == timedelta(minutes=20)
     assert container["env"] == [{"name": "SSL_CERT_FILE", "value": "/etc/ssl/certs/ca-certificates.crt"}]
     assert container["resources"]["requests"]["cpu"] == 2
     pod = template["spec"]

@@ -50,10 +50,10 @@ def test_the_default_backend_is_checked_as_the_api_declares_it() -> None:
 
 
 def test_advise_durations_are_checked_as_presage_parses_them() -> None:
-    """advise.warmup and advise.holdout: empty (presage's defaults) or a duration `presage advise`
-    accepts, so a typo fails at helm install rather than in every run of the CronJob."""
+    """advise.warmup, advise.holdout and advise.deadline: empty (presage's defaults) or a duration
+    `presage advise` accepts, so a typo fails at helm install rather than in every run of the CronJob."""
     advise = SCHEMA["properties"]["advise"]["properties"]
-    for name in ("warmup", "holdout"):
+    for name in ("warmup", "holdout", "deadline"):
         assert advise[name]["pattern"] == "^$|" + quantities.DURATION_PATTERN, name
         assert advise[name]["maxLength"] == quantities.DURATION_MAX_LENGTH, name
         assert VALUES["advise"][name] == "", name
