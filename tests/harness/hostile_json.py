@@ -5,12 +5,17 @@ endpoint's own examples) changed at one to three places: a value replaced by one
 deleted or added, or a value replaced by raw text no JSON encoder writes (nesting thousands deep,
 integers of thousands of digits, ``NaN``, lone UTF-16 surrogates escaped or as invalid UTF-8).
 Nothing here knows an endpoint: pass its valid documents as ``bases``.
+
+What a hostile *server* answers presage's clients is here too: :func:`gzip_bomb`, a small gzip body
+that inflates to a valid JSON document far larger than any bound.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,3 +109,23 @@ def bodies(bases: Sequence[Any]) -> st.SearchStrategy[bytes]:
         raw_values().map(lambda text: text.encode("utf-8", "surrogatepass")),
         st.binary(max_size=2000),
     )
+
+
+@functools.cache
+def gzip_bomb(prefix: bytes, inflated: int, suffix: bytes = b"", level: int = 1) -> bytes:
+    """gzip of ``prefix``, spaces (JSON whitespace), then ``suffix``: ``inflated`` bytes in all.
+
+    Whitespace between JSON tokens is valid, so the inflated body is a valid document, and nothing
+    but a bound on inflation can refuse it. Level 1 compresses a space about 230 to 1 (256 MiB take
+    1.17 MB on the wire, as a real bomb might); level 9 about 1,000 to 1. Built a MiB at a time,
+    never holding the inflated body, and cached: building 256 MiB takes a second or two.
+    """
+    spaces = inflated - len(prefix) - len(suffix)
+    assert spaces >= 0, "the prefix and suffix are longer than the body"
+    gzip = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    out = [gzip.compress(prefix)]
+    mib = b" " * (1 << 20)
+    for _ in range(spaces >> 20):
+        out.append(gzip.compress(mib))
+    out += [gzip.compress(b" " * (spaces & ((1 << 20) - 1)) + suffix), gzip.flush()]
+    return b"".join(out)
