@@ -27,6 +27,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
 )
 from presage_scaler.backends.timesfm import (
+    MAX_ANSWER_BYTES,
     POINT_ONLY,
     ForecasterNotReady,
     ForecasterOverloaded,
@@ -39,6 +40,7 @@ from presage_scaler.backends.timesfm import (
     TimesFMClient,
     request_body,
 )
+from tests.harness.hostile_json import gzip_bomb
 from tests.harness.local_http import Handler, Seen, seen, serving
 from tests.harness.process import free_port
 
@@ -238,6 +240,68 @@ async def test_missing_quantile_or_short_answer_is_invalid(backend):
         await (await backend(Server(body=body))).forecast([req([1.0], 1, 0.9)])
     with pytest.raises(InvalidForecasterResponse, match="at least 3 values"):
         await (await backend(Server(body=body))).forecast([req([1.0], 3)])
+
+
+def raw(body: bytes, **headers: str) -> Handler:
+    """A forecaster answering ``body`` as it is, with ``headers``, to every request."""
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(body=body, headers={"Content-Type": "application/json", **headers})
+
+    return handle
+
+
+@pytest.mark.parametrize("inflated", [MAX_ANSWER_BYTES, MAX_ANSWER_BYTES + 1], ids=["at", "past"])
+async def test_answers_are_read_up_to_the_cap_once_inflated(backend, inflated):
+    """The model description padded with JSON whitespace to exactly the cap is read (gzip is inflated
+    by the backend itself); one byte more is an InvalidBackendResponse that names the cap, however
+    little of it was on the wire (tens of kB here)."""
+    text = json.dumps(MODEL).encode()
+    body = gzip_bomb(text[:-1], inflated, text[-1:])
+    tfm = await backend(raw(body, **{"Content-Encoding": "gzip"}))
+    if inflated <= MAX_ANSWER_BYTES:
+        assert (await tfm.describe()).max_context == MODEL["maxContext"]
+        return
+    with pytest.raises(InvalidForecasterResponse) as caught:
+        await tfm.describe()
+    assert caught.value.reason == "InvalidBackendResponse"
+    assert "over the limit of 32 MiB (33554432 bytes) once inflated (gzip)" in str(caught.value)
+    assert "check that the ForecastBackend's endpoint is a presage-forecaster" in str(caught.value)
+
+
+async def test_a_declared_length_past_the_cap_is_refused_unread(backend):
+    async def huge(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.content_length = 1 << 40
+        await response.prepare(request)
+        return response
+
+    with pytest.raises(InvalidForecasterResponse, match=r"declared in its Content-Length \(1099511627776 bytes\)"):
+        await (await backend(huge)).forecast([req([1.0], 1, 0.5)])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 200_000 + b"]" * 200_000,
+        b'{"model": "m", "quantiles": [], "series": [{"point": [1' + b"0" * 400 + b'], "quantiles": {}}]}',
+        b'{"model": "m", "quantiles": [], "series": [{"point": [1' + b"0" * 5000 + b'], "quantiles": {}}]}',
+        b'{"error": {"code": "x", "message": "' + b"m" * 100_000 + b'"}}',
+    ],
+    ids=["nested-200000-deep", "400-digit-value", "5000-digit-value", "100k-message"],
+)
+async def test_hostile_answers_are_invalid_with_a_short_message(backend, body):
+    """Nesting past the recursion limit, integers past float range or past Python's digit limit, and
+    a message far longer than any condition's: each an InvalidBackendResponse whose message stays short."""
+    with pytest.raises(InvalidForecasterResponse) as caught:
+        await (await backend(raw(body))).forecast([req([1.0], 1)])
+    assert caught.value.reason == "InvalidBackendResponse" and len(str(caught.value)) < 1000
+
+
+async def test_describe_refuses_a_limit_past_float_range(backend):
+    body = json.dumps(MODEL).replace("4096", "1" + "0" * 400).encode()
+    with pytest.raises(InvalidForecasterResponse, match="too large to convert to float"):
+        await (await backend(raw(body))).describe()
 
 
 async def test_connection_refused_is_unreachable():
