@@ -99,6 +99,7 @@ from presage_scaler.backends.base import (
     ModelIdentity,
     check_history,
 )
+from presage_scaler.series.blocks import row_blocks
 from presage_scaler.series.rolling import (
     split_window_order_statistics,
     trailing_maxima,
@@ -137,7 +138,10 @@ RECENT_LEVEL = "recent-level"
 
 
 # The paths compute point forecasts for many (start, origin) pairs at once: origin ``o`` forecasts
-# from the history ``values[start:o]``. One forecast is one pair; a backtest chunk is many.
+# from the history ``values[start:o]``. One forecast is one pair; a backtest chunk is many. A
+# forecast is its anchors (per-origin numbers read from running sums over every pair at once, whose
+# rounding depends on which pairs are read together) shaped into steps row by row, so that the
+# steps of many pairs can be made a row block at a time from anchors made once.
 
 
 @dataclass(frozen=True)
@@ -184,10 +188,18 @@ class _SeasonalPath:
         ratio[usable] = np.clip(recent[usable] * seasons[usable] / past[usable], *LEVEL_CLIP)
         return ratio
 
-    def points(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
+    def anchors(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray) -> _Anchors:
+        """Per origin, the level ratio the seasonal mean is scaled by and the recent peak below which
+        no step goes."""
+        return (self._levels(values, starts, origins), trailing_maxima(values, origins, starts, self.peak_steps))
+
+    def shaped(
+        self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int, anchors: _Anchors
+    ) -> np.ndarray:
         """``point_h(o)``, ``len(origins) × steps``: the scaled seasonal mean, at least the recent peak."""
-        scaled = self._levels(values, starts, origins)[:, np.newaxis] * self._means(values, starts, origins, steps)
-        return np.maximum(scaled, trailing_maxima(values, origins, starts, self.peak_steps)[:, np.newaxis])
+        levels, peaks = anchors
+        scaled = levels[:, np.newaxis] * self._means(values, starts, origins, steps)
+        return np.maximum(scaled, peaks[:, np.newaxis])
 
 
 @dataclass(frozen=True)
@@ -199,14 +211,28 @@ class _RecentLevelPath:
         """Origins with at least one point of their history behind them."""
         return origins - starts >= 1
 
-    def points(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
-        """``point_h(o)``, ``len(origins) × steps``: the recent mean, at least the recent peak."""
+    def anchors(self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray) -> _Anchors:
+        """Per origin, the recent mean held at the recent peak: every step's forecast."""
         mean = trailing_means(values, origins, starts, self.level_steps)
-        level = np.maximum(mean, trailing_maxima(values, origins, starts, self.peak_steps))
+        return (np.maximum(mean, trailing_maxima(values, origins, starts, self.peak_steps)),)
+
+    def shaped(
+        self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int, anchors: _Anchors
+    ) -> np.ndarray:
+        """``point_h(o)``, ``len(origins) × steps``: the recent mean, at least the recent peak."""
+        (level,) = anchors
         return np.repeat(level[:, np.newaxis], steps, axis=1)
 
 
 _Path = _SeasonalPath | _RecentLevelPath
+
+_Anchors = tuple[np.ndarray, ...]
+"""A path's per-origin numbers, one array each (:meth:`_SeasonalPath.anchors`)."""
+
+
+def _points(path: _Path, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, steps: int) -> np.ndarray:
+    """``point_h(o)`` of every (start, origin) pair, ``len(origins) × steps``."""
+    return path.shaped(values, starts, origins, steps, path.anchors(values, starts, origins))
 
 
 @dataclass(frozen=True)
@@ -359,23 +385,22 @@ class SeasonalNaive:
             group = [spans[i] for i in members]
             begins = np.array([begin for begin, _ in group])
             ends = np.array([end for _, end in group])
-            points = path.points(values, begins, ends, horizon)
+            points = _points(path, values, begins, ends, horizon)
             past = _hindcasts(path, group, [requests[i] for i in members])
             peaks, spreads = np.zeros(0), np.zeros(0)
             if window and len(past.origins):
                 # A backtest's decisions ask for the same past forecasts over and over: make each once.
                 unique, inverse = _distinct([past.starts, past.origins])
-                starts, origins = past.starts[unique], past.origins[unique]
-                past_points = path.points(values, starts, origins, window)
-                peaks = past_points.max(axis=1)[inverse]
-                if spread_levels is not None:
-                    band = np.sort(spread_levels)
-                    spreads = self._spreads(values, starts, origins, past_points, path, band)[inverse]
+                band = None if spread_levels is None else np.sort(spread_levels)
+                peaks, spreads = self._hindcast_figures(
+                    values, past.starts[unique], past.origins[unique], window, path, band
+                )
+                peaks, spreads = peaks[inverse], spreads[inverse]
             negatives = np.concatenate(([0], np.cumsum(values[begins.min() : ends.max()] < 0)))
             demand = negatives[ends - begins.min()] == negatives[begins - begins.min()]
             spans_used = _band_spans(path, ends - begins)
-            offsets, method = self._bands(values, begins, ends, spans_used, path, horizon, np.array(levels))
-            bands = points[:, np.newaxis, :] + offsets
+            offsets, method = self._bands(values, begins, ends, spans_used, path, np.array(levels))
+            bands = points[:, np.newaxis, :] + _widened(offsets, path, horizon)
             np.maximum(bands, 0.0, out=bands, where=demand[:, np.newaxis, np.newaxis])
             references = _answers(past, peaks)
             answered_spreads = _answers(past, spreads) if spread_levels is not None else None
@@ -406,54 +431,77 @@ class SeasonalNaive:
         ends: np.ndarray,
         used: np.ndarray,
         path: _Path,
-        horizon: int,
         levels: np.ndarray,
     ) -> tuple[np.ndarray, str]:
-        """Band offsets (``rows × levels × horizon`` or ``× 1``) of the histories ``values[begin:end]``,
-        each from its last ``used`` residuals (or changes; one count per history), and the method that
-        made them."""
+        """Band offsets (``rows × levels × 1``, before :func:`_widened`) of the histories
+        ``values[begin:end]``, each from its last ``used`` residuals (or changes; one count per
+        history), and the method that made them."""
         if isinstance(path, _RecentLevelPath):
-            return _recent_level_bands(values, ends, used, horizon, levels), RECENT_LEVEL
+            return _recent_level_bands(values, ends, used, levels), RECENT_LEVEL
         offsets = _seasonal_bands(values, begins, ends, used, path.season, path.cycles, levels)
         if path.cycles == self.cycles:
             return offsets, ""  # the normal path: nothing to report beyond the model's identity
         return offsets * math.sqrt(self.cycles / path.cycles), f"{SEASONAL} ({path.cycles} of {self.cycles} cycles)"
 
-    def _spreads(
+    def _hindcast_figures(
         self,
         values: np.ndarray,
         starts: np.ndarray,
         origins: np.ndarray,
-        points: np.ndarray,
+        window: int,
         path: _Path,
-        band: np.ndarray,
-    ) -> np.ndarray:
-        """:func:`band_spread` of the forecast from each history ``values[start:origin]`` over the
-        ``points.shape[1]`` steps of its ``points``, between the two ``band`` levels: the band
-        :meth:`forecast_windows` reports, with the path and cycles of the current forecast, clipped at
-        0 where that history is demand; NaN where the history holds no residual to measure it from.
+        band: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per forecast from a history ``values[start:origin]`` over ``window`` steps: its highest
+        point (``β``) and, with two ``band`` levels, :func:`band_spread` of the band
+        :meth:`forecast_windows` reports between them, with the path and cycles of the current
+        forecast, clipped at 0 where that history is demand (NaN where the history holds no residual
+        to measure it from, or without ``band``).
 
-        Histories that have the same band (the same residuals, each over the same number of cycles)
-        share one computation: a backtest's hindcasts from one origin repeat across decisions."""
+        The anchors and band offsets are made for all of them at once; the ``window``-step points and
+        bands a row block at a time (:func:`presage_scaler.series.blocks.row_blocks`), so the
+        matrices of a day's hindcasts of a thousand decisions never exist at once. Histories that
+        have the same band (the same residuals, each over the same number of cycles) share one
+        computation: a backtest's hindcasts from one origin repeat across decisions."""
+        anchors = path.anchors(values, starts, origins)
+        peaks = np.empty(len(origins))
         spreads = np.full(len(origins), np.nan)
+        offsets, banded, demand = self._hindcast_offsets(values, starts, origins, path, band)
+        levels = 0 if band is None else len(band)
+        for rows in row_blocks(len(origins), 8 * window * (1 + 2 * levels)):  # points, bands and a clip's mask
+            points = path.shaped(values, starts[rows], origins[rows], window, tuple(a[rows] for a in anchors))
+            peaks[rows] = points.max(axis=1)
+            some = banded[rows] >= 0
+            if some.any():
+                bands = points[some, np.newaxis, :] + _widened(offsets[banded[rows][some]], path, window)
+                np.maximum(bands, 0.0, out=bands, where=demand[rows][some, np.newaxis, np.newaxis])
+                spreads[np.flatnonzero(some) + rows.start] = np.maximum(0.0, (bands[:, 1] - bands[:, 0]).max(axis=1))
+        return peaks, spreads
+
+    def _hindcast_offsets(
+        self, values: np.ndarray, starts: np.ndarray, origins: np.ndarray, path: _Path, band: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For :meth:`_hindcast_figures`: the distinct band offsets (``× band levels × 1``), per
+        history the row of its own (-1 where it has none), and whether the history is demand."""
+        banded = np.full(len(origins), -1, dtype=np.intp)
+        demand = np.zeros(len(origins), dtype=bool)
+        if band is None:
+            return np.zeros((0, 0, 1)), banded, demand
         used = _band_spans(path, origins - starts)
         some = np.flatnonzero(used > 0)
         if not len(some):
-            return spreads
-        starts, origins, used, points = starts[some], origins[some], used[some], points[some]
+            return np.zeros((0, len(band), 1)), banded, demand
+        starts, origins, used = starts[some], origins[some], used[some]
         keys = [origins, used]
         if isinstance(path, _SeasonalPath):
             # Where each history's residuals gain a cycle: its start's k-th season, within the residuals read.
             keys += [np.clip(starts + k * path.season, origins - used, origins) for k in range(2, path.cycles + 1)]
-        first, inverse = _distinct(keys)
-        offsets, _ = self._bands(values, starts[first], origins[first], used[first], path, points.shape[1], band)
+        first, banded[some] = _distinct(keys)
+        offsets, _ = self._bands(values, starts[first], origins[first], used[first], path, band)
         low = int(starts.min())
         negatives = np.concatenate(([0], np.cumsum(values[low : int(origins.max())] < 0)))
-        demand = negatives[origins - low] == negatives[starts - low]
-        bands = points[:, np.newaxis, :] + offsets[inverse]
-        np.maximum(bands, 0.0, out=bands, where=demand[:, np.newaxis, np.newaxis])
-        spreads[some] = np.maximum(0.0, (bands[:, 1] - bands[:, 0]).max(axis=1))
-        return spreads
+        demand[some] = negatives[origins - low] == negatives[starts - low]
+        return offsets, banded, demand
 
     def _notes(self, n: int, step: timedelta, path: _Path, used: int) -> list[str]:
         """What a forecast from ``n`` points on ``path`` says about how it was made."""
@@ -623,16 +671,18 @@ def _seasonal_bands(
             splits = begins[rows] + k * s - int(span[0])
             offsets[rows] = _split_window_quantiles(fewer, more, ends[rows] - int(span[0]), width, splits, levels)
             general[rows] = False
-    if general.any():
-        rows = np.flatnonzero(general)
-        positions, real = _last_positions(ends[rows], used[rows])
-        counts = np.minimum(cycles, (positions - begins[rows, np.newaxis]) // s)
+    rows = np.flatnonzero(general)
+    # Per row: positions, counts, residuals, a mask and a sort's copy of the widest history's.
+    for block in row_blocks(len(rows), 6 * 8 * int(used[rows].max(initial=1))):
+        these = rows[block]
+        positions, real = _last_positions(ends[these], used[these])
+        counts = np.minimum(cycles, (positions - begins[these, np.newaxis]) // s)
         # Consecutive histories share most residuals: compute each position's residual once per cycle
         # count it can have (k = 1 … cycles), then pick each history's.
         low = int(positions.min())
         span = np.arange(low, int(positions.max()) + 1)
         residuals = _residuals_by_count(values, span, s, cycles)[counts - 1, positions - low]
-        offsets[rows] = _empirical_quantiles(residuals, levels, real)
+        offsets[these] = _empirical_quantiles(residuals, levels, real)
     return offsets[:, :, np.newaxis]
 
 
@@ -648,11 +698,18 @@ def _residuals_by_count(values: np.ndarray, span: np.ndarray, season_steps: int,
     return by_count
 
 
-def _recent_level_bands(
-    values: np.ndarray, ends: np.ndarray, used: np.ndarray, horizon: int, levels: np.ndarray
-) -> np.ndarray:
-    """Band offsets (``rows × levels × horizon``) of the recent-level path, from the last ``used[r]``
-    step-to-step changes of each history ending at ``ends`` (none: a single point, no band)."""
+def _widened(offsets: np.ndarray, path: _Path, horizon: int) -> np.ndarray:
+    """Band offsets (``rows × levels × 1``) over ``horizon`` steps: the recent-level path's widen by
+    sqrt(steps ahead) (``rows × levels × horizon``), the seasonal path's are the same at every step."""
+    if isinstance(path, _RecentLevelPath):
+        return offsets * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
+    return offsets
+
+
+def _recent_level_bands(values: np.ndarray, ends: np.ndarray, used: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Band offsets (``rows × levels × 1``, before :func:`_widened`) of the recent-level path, from
+    the last ``used[r]`` step-to-step changes of each history ending at ``ends`` (none: a single
+    point, no band)."""
     bands = np.zeros((len(ends), len(levels), 1))
     some = used > 0
     if some.any() and used[some].min() == used[some].max():
@@ -665,13 +722,17 @@ def _recent_level_bands(
         both[0::2], both[1::2] = changes, -changes
         bands[some] = _window_quantiles(both, 2 * (last - width - 1 - low), 2 * width, levels)[:, :, np.newaxis]
     elif some.any():
-        positions, real = _last_positions(ends[some], used[some] + 1)
-        changes = np.diff(values[positions], axis=1)
-        real = real[:, :-1]  # change j is real where its first point is
-        symmetric = np.concatenate((changes, -changes), axis=1)
-        both = np.concatenate((real, real), axis=1)
-        bands[some] = _empirical_quantiles(symmetric, levels, both)[:, :, np.newaxis]
-    return bands * np.sqrt(np.arange(1, horizon + 1, dtype=np.float64))
+        rows = np.flatnonzero(some)
+        # Per row: positions, values, changes both ways, masks and a sort's copy of the widest history.
+        for block in row_blocks(len(rows), 8 * 8 * (int(used[rows].max()) + 1)):
+            these = rows[block]
+            positions, real = _last_positions(ends[these], used[these] + 1)
+            changes = np.diff(values[positions], axis=1)
+            real = real[:, :-1]  # change j is real where its first point is
+            symmetric = np.concatenate((changes, -changes), axis=1)
+            both = np.concatenate((real, real), axis=1)
+            bands[these] = _empirical_quantiles(symmetric, levels, both)[:, :, np.newaxis]
+    return bands
 
 
 def _window_quantiles(series: np.ndarray, starts: np.ndarray, width: int, levels: np.ndarray) -> np.ndarray:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from presage_scaler.series.blocks import row_blocks
+
 
 def window_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """``Σ values[start … end - 1]`` for each (start, end) pair.
@@ -38,10 +40,11 @@ def trailing_maxima(values: np.ndarray, origins: np.ndarray, starts: np.ndarray,
     if full.any():
         peaks[full] = window_maxima(values, origins[full] - steps, steps)
     short = np.flatnonzero(~full)
-    if len(short):
-        offsets = np.arange(1, steps + 1)
-        index = np.maximum(origins[short, np.newaxis] - offsets, starts[short, np.newaxis])
-        peaks[short] = values[index].max(axis=1)
+    offsets = np.arange(1, steps + 1)
+    for rows in row_blocks(len(short), 2 * offsets.nbytes):  # the positions and the values they read
+        block = short[rows]
+        index = np.maximum(origins[block, np.newaxis] - offsets, starts[block, np.newaxis])
+        peaks[block] = values[index].max(axis=1)
     return peaks
 
 
@@ -72,10 +75,20 @@ def window_order_statistics(values: np.ndarray, starts: np.ndarray, width: int, 
 
     Overlapping windows share their common part: the windows whose starts fall in one block of
     WINDOW_BLOCK positions all hold ``values[last start : first start + width]``, its core, which is
-    sorted once; each window adds fewer than WINDOW_BLOCK values of its own (:func:`_merged`)."""
+    sorted once; each window adds fewer than WINDOW_BLOCK values of its own (:func:`_merged`). The
+    starts are taken a row block at a time (:func:`presage_scaler.series.blocks.row_blocks`), so the
+    cores and merges of many windows never exist at once."""
     starts = np.asarray(starts, dtype=np.intp)
     ranks = np.asarray(ranks, dtype=np.intp)
-    if width < 2 * WINDOW_BLOCK or not len(starts):
+    found = np.empty((len(starts), len(ranks)))
+    for rows in row_blocks(len(starts), _row_bytes(width, len(ranks), WINDOW_BLOCK)):
+        found[rows] = _window_order_statistics(values, starts[rows], width, ranks)
+    return found
+
+
+def _window_order_statistics(values: np.ndarray, starts: np.ndarray, width: int, ranks: np.ndarray) -> np.ndarray:
+    """:func:`window_order_statistics` of one row block."""
+    if width < 2 * WINDOW_BLOCK:
         return np.sort(sliding_window_view(values, width)[starts], axis=1)[:, ranks]
     blocks, owner = np.unique(starts // WINDOW_BLOCK, return_inverse=True)
     first, last = _block_bounds(starts, owner, len(blocks))
@@ -109,11 +122,22 @@ def split_window_order_statistics(
     before their split and another (of equal length) from it on.
 
     Windows of one end whose splits fall in one block of SPLIT_BLOCK positions share all but the
-    values between their block's first and last split, their core, which is sorted once."""
+    values between their block's first and last split, their core, which is sorted once; rows are
+    taken a row block at a time, as in :func:`window_order_statistics`."""
     ends = np.asarray(ends, dtype=np.intp)
     splits = np.asarray(splits, dtype=np.intp)
     ranks = np.asarray(ranks, dtype=np.intp)
-    if width < 2 * SPLIT_BLOCK or not len(ends):
+    found = np.empty((len(ends), len(ranks)))
+    for rows in row_blocks(len(ends), _row_bytes(width, len(ranks), SPLIT_BLOCK)):
+        found[rows] = _split_window_order_statistics(low, high, ends[rows], width, splits[rows], ranks)
+    return found
+
+
+def _split_window_order_statistics(
+    low: np.ndarray, high: np.ndarray, ends: np.ndarray, width: int, splits: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
+    """:func:`split_window_order_statistics` of one row block."""
+    if width < 2 * SPLIT_BLOCK:
         positions = ends[:, np.newaxis] - width + np.arange(width)
         return np.sort(np.where(positions < splits[:, np.newaxis], low[positions], high[positions]), axis=1)[:, ranks]
     block = splits // SPLIT_BLOCK
@@ -136,6 +160,13 @@ def split_window_order_statistics(
     read = _within(at, low)
     extras = np.where(at < last[owner, np.newaxis], np.where(at < splits[:, np.newaxis], low[read], high[read]), np.inf)
     return _merged(core, owner, extras, ranks)
+
+
+def _row_bytes(width: int, ranks: int, extras: int) -> int:
+    """The most bytes one window's row costs in an order-statistics pass: a core of its own (when no
+    other window shares it), its sorted copy and padding, and the merge's ``ranks × (extras + 1)``
+    candidates with their positions."""
+    return 8 * (3 * (width + 2) + 3 * ranks * (extras + 1))
 
 
 def _block_bounds(keys: np.ndarray, owner: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
