@@ -16,8 +16,9 @@ It prints and writes to ``results/bench_soak.md``:
 * the longest any scaler went without a count from any replica after each fault, against the bound.
 
 Options: ``--minutes`` (30), ``--scalers`` (1000), ``--sampled`` scalers KEDA's calls are made for
-(100), ``--interval`` of the scalers in seconds (60), ``--workdir`` to keep the logs (a temporary
-directory otherwise), ``--check``. The suite runs a two-minute version (``tests/integration/test_soak.py``).
+(100), ``--interval`` of the scalers in seconds (60), ``--busy`` processes spinning on the CPU beside
+the run (0), ``--workdir`` to keep the logs (a temporary directory otherwise), ``--check``. The suite
+runs a two-minute version (``tests/integration/test_soak.py``).
 Exit status 1 when a figure that must be 0 is not.
 """
 
@@ -41,7 +42,9 @@ import results
 from tests.harness.soak import Figures, SoakConfig, run
 
 FIGURES = results.Table(("figure", "measured", "required"))
-FAULTS = results.Table(("fault", "longest without a count (s)", "scaler", "bound (s)"))
+FAULTS = results.Table(
+    ("fault", "longest without a count (s)", "scaler", "of it once the fault had ended (s)", "scaler", "bound (s)")
+)
 MEMORY = results.Table(("role", "RSS early (MiB)", "RSS at the end (MiB)", "change"))
 LAYOUT = results.Layout(
     script=Path(__file__),
@@ -84,7 +87,10 @@ def _sections(figures: Figures) -> dict[str, list[str]]:
         for t in figures.attacks
     ]
     faults = [
-        (name, f"{seconds:.1f}", scaler or "-", f"{c.bound:g}") for name, (seconds, scaler) in figures.without.items()
+        (name, f"{seconds:.1f}", scaler or "-", f"{after:.1f}", late or "-", f"{c.bound:g}")
+        for (name, (seconds, scaler)), (after, late) in zip(
+            figures.without.items(), figures.after.values(), strict=True
+        )
     ]
     memory = []
     for role in ("leader", "standby"):
@@ -102,7 +108,8 @@ def _sections(figures: Figures) -> dict[str, list[str]]:
     return {
         "Figures": [
             f"{c.scalers} PredictiveScalers every {c.interval}s on two replicas for {c.minutes:g} minutes; "
-            f"GetMetrics for {c.sampled} of them on each replica every {c.poll:g}s; staleness bound {c.bound:g}s.",
+            f"GetMetrics for {c.sampled} of them on each replica every {c.poll:g}s; staleness bound {c.bound:g}s; "
+            f"{c.busy} processes spinning on the CPU beside the run.",
             "",
             *FIGURES.render(rows),
             "",
@@ -111,7 +118,8 @@ def _sections(figures: Figures) -> dict[str, list[str]]:
         "After each fault": [
             "The longest any sampled scaler went without a count from any replica (KEDA reaches whichever "
             "the Service picks), over the gaps whose first missed answer came after the fault began and "
-            "before the next one; the bound is the age past which a count must be refused.",
+            "before the next one, and the part of that gap after the fault had ended, which must be within the "
+            "bound (the age past which a count must be refused).",
             "",
             *FAULTS.render(faults),
         ],
@@ -130,6 +138,7 @@ def main() -> int:
     parser.add_argument("--scalers", type=int, default=1000)
     parser.add_argument("--sampled", type=int, default=100)
     parser.add_argument("--interval", type=int, default=60)
+    parser.add_argument("--busy", type=int, default=0, help="processes spinning on the CPU beside the run")
     parser.add_argument("--workdir", type=Path)
     results.add_check_argument(parser)
     args = parser.parse_args()
@@ -141,6 +150,7 @@ def main() -> int:
         scalers=args.scalers,
         sampled=min(args.sampled, args.scalers),
         interval=args.interval,
+        busy=args.busy,
     )
     config = replace(config, rotate=config.bound)  # a count changes about once per bound
     load = os.getloadavg()[0]

@@ -11,7 +11,9 @@ A schedule injects, in turn and over again: SIGKILL of the leader (restarted ``r
 seconds later, as the kubelet would), a Prometheus restart, a kube-apiserver restart, SIGSTOP of
 etcd for ``etcd_stop`` seconds, and the idle-connection attack (:mod:`tests.harness.idle_connections`:
 a thousand connections from 127.0.0.2, each reopened 2 s on average after presage closes it)
-against the leader's webhook port. Meanwhile the soak
+against the leader's webhook port. ``busy`` processes spin on the CPU for the whole measured run, as
+other pods of a busy node would: the replicas, the API server and etcd are starved of CPU together,
+which is when a leader's renewal and its writes fall behind its clock. Meanwhile the soak
 
 * calls GetMetrics on every replica that is up for ``sampled`` scalers every ``poll`` seconds, as
   KEDA does (each scaler at its own phase);
@@ -32,6 +34,7 @@ import json
 import os
 import signal
 import ssl
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -119,6 +122,7 @@ class SoakConfig:
     attack_seconds: float = 60.0
     attack_connections: int = 1000
     early_memory: float = 300.0  # the first of the two memory readings compared
+    busy: int = 0  # processes spinning on the CPU beside the run (a loaded node)
 
     @classmethod
     def short(cls, scalers: int = 100) -> SoakConfig:
@@ -197,6 +201,7 @@ class Figures:
     memory: dict[str, tuple[float | None, float | None]]  # role -> MiB early, at the end
     probes: dict[str, tuple[int, int]]  # which -> (asked, failed)
     without: dict[str, tuple[float, str]]
+    after: dict[str, tuple[float, str]]  # the same, counted from when each fault ended
     faults: list[Fault]
     attacks: list[AttackTotals]
 
@@ -215,8 +220,8 @@ class Figures:
         }
         found += [f"{what}: {count}" for what, count in zero.items() if count]
         found += [
-            f"no count for {seconds:.1f}s after {fault} ({scaler}), over the {self.config.bound:g}s bound"
-            for fault, (seconds, scaler) in self.without.items()
+            f"no count for {seconds:.1f}s after {fault} had ended ({scaler}), over the {self.config.bound:g}s bound"
+            for fault, (seconds, scaler) in self.after.items()
             if seconds > self.config.bound
         ]
         if not self.answers.counts or not self.status_writes or not self.generations:
@@ -230,7 +235,8 @@ class Figures:
     def lines(self) -> list[str]:
         a, c = self.answers, self.config
         lines = [
-            f"{c.scalers} scalers every {c.interval}s, {c.minutes:g} min, staleness bound {c.bound:g}s",
+            f"{c.scalers} scalers every {c.interval}s, {c.minutes:g} min, staleness bound {c.bound:g}s, "
+            f"{c.busy} busy processes beside",
             f"KEDA GetMetrics: {a.answers} answers to {c.sampled} scalers x {len(REPLICAS)} replicas: "
             f"{a.counts} counts, {a.unavailable} UNAVAILABLE, other errors {a.other_errors or 0}",
             f"  stale counts: {len(a.stale)}, made-up 0s: {len(a.zeros)}, counts no generation pinned: "
@@ -252,8 +258,14 @@ class Figures:
             )
         for which, (asked, failed) in self.probes.items():
             lines.append(f"{which} probe failures: {failed} of {asked}")
-        lines.append(f"longest without a count from any replica, after each fault (bound {c.bound:g}s):")
-        lines += [f"  {fault}: {seconds:.1f}s ({scaler or '-'})" for fault, (seconds, scaler) in self.without.items()]
+        lines.append(
+            "longest without a count from any replica, after each fault began / once it had ended "
+            f"(bound {c.bound:g}s):"
+        )
+        lines += [
+            f"  {fault}: {seconds:.1f}s ({scaler or '-'}) / {self.after[fault][0]:.1f}s ({self.after[fault][1] or '-'})"
+            for fault, (seconds, scaler) in self.without.items()
+        ]
         lines += [
             f"idle-connection attack: {t.opened} connections opened, {t.closed_by_server} closed by the server"
             for t in self.attacks
@@ -522,10 +534,14 @@ class Soak:
             *(self._keda(name, i / len(sampled) * c.poll, replicas, channels) for i, name in enumerate(sampled)),
         ]
         tasks = [asyncio.create_task(worker) for worker in workers]
+        spinners = [_spin(c.seconds + 60) for _ in range(c.busy)]
         try:
             await self._faults(plane, prometheus, replicas)
             await asyncio.sleep(max(0.0, self.started + c.seconds - time.time()))
         finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
             self.stopping.set()
             for task in tasks:
                 task.cancel()
@@ -722,9 +738,16 @@ class Soak:
             memory=memory,
             probes={which: (asked, failed) for which, (asked, failed) in r.probes.items()},
             without=longest_without_a_count(r.answers, r.faults, self.started, end, c.poll),
+            after=longest_without_a_count(r.answers, r.faults, self.started, end, c.poll, past_its_end=True),
             faults=r.faults,
             attacks=r.attacks,
         )
+
+
+def _spin(seconds: float) -> subprocess.Popen[bytes]:
+    """A process that keeps one CPU busy for ``seconds`` at most (it ends by itself if left behind)."""
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", loop])
 
 
 async def run(config: SoakConfig, workdir: Path, say: Callable[[str], None] = print) -> Figures:

@@ -132,12 +132,20 @@ class Fault:
 
 
 def longest_without_a_count(
-    answers: Sequence[Answer], faults: Sequence[Fault], start: float, end: float, poll: float
+    answers: Sequence[Answer],
+    faults: Sequence[Fault],
+    start: float,
+    end: float,
+    poll: float,
+    *,
+    past_its_end: bool = False,
 ) -> dict[str, tuple[float, str]]:
     """For each fault, the longest time a scaler went without any replica answering it with a count
     (the view of KEDA, which reaches whichever replica the Service picks), over the gaps whose first
     missed answer (``poll`` after the last count) came after that fault began and before the next:
-    seconds, and the scaler."""
+    seconds, and the scaler. ``past_its_end``: only the part of each gap after the fault ended (how
+    long counts took to come back once the cause was gone; a fault that stops every evaluation, such
+    as a stopped etcd, may rightly outlast the bound itself)."""
     by_scaler: dict[str, list[float]] = {answer.scaler: [] for answer in answers}
     for answer in sorted(answers, key=lambda a: a.at):
         if answer.value is not None:
@@ -148,8 +156,11 @@ def longest_without_a_count(
     for scaler, times in by_scaler.items():
         for before, after in itertools.pairwise([start, *times, end]):
             cause = bisect.bisect_right(starts, before + poll) - 1
-            if cause >= 0 and after - before > longest[names[cause]][0]:
-                longest[names[cause]] = (after - before, scaler)
+            if cause < 0:
+                continue
+            missed = after - (max(before, faults[cause].ended) if past_its_end else before)
+            if missed > longest[names[cause]][0]:
+                longest[names[cause]] = (missed, scaler)
     return longest
 
 

@@ -123,6 +123,12 @@ def test_a_gap_is_charged_to_the_fault_before_its_first_missed_answer() -> None:
     longest = longest_without_a_count(answers, faults, start=0.0, end=50.0, poll=5.0)
     # The gap from 10 to 40 missed its first answer at 15, after etcd stopped.
     assert longest == {"kill at 8s": (5.0, "s"), "etcd at 12s": (30.0, "s")}
+    # Once etcd ran again (42) only the poll's own spacing is left; the kill's gaps ended before it did.
+    after = longest_without_a_count(answers, faults, start=0.0, end=50.0, poll=5.0, past_its_end=True)
+    assert after == {"kill at 8s": (0.0, ""), "etcd at 12s": (5.0, "s")}
+    late = [*answers, Answer(80.0, "a", "s", 1, "OK")]
+    after = longest_without_a_count(late, faults, start=0.0, end=90.0, poll=5.0, past_its_end=True)
+    assert after["etcd at 12s"] == (35.0, "s")  # 45 to 80, all of it after etcd ran again
 
 
 def test_a_gap_past_the_bound_after_a_fault_is_a_violation() -> None:
@@ -145,13 +151,14 @@ def test_a_gap_past_the_bound_after_a_fault_is_a_violation() -> None:
             slowest_evaluation=1.0,
             memory={},
             probes={"health port /healthz": (1, 0), "webhook port /healthz": (1, 0)},
-            without={"restart kube-apiserver at 32s": (gap, "s-1")},
+            without={"restart kube-apiserver at 32s": (gap + 10.0, "s-1")},
+            after={"restart kube-apiserver at 32s": (gap, "s-1")},
             faults=[],
             attacks=[],
         )
 
     assert figures(config.bound).violations() == []
     assert figures(config.bound + 0.1).violations() == [
-        f"no count for {config.bound + 0.1:.1f}s after restart kube-apiserver at 32s (s-1), over the "
+        f"no count for {config.bound + 0.1:.1f}s after restart kube-apiserver at 32s had ended (s-1), over the "
         f"{config.bound:g}s bound"
     ]
