@@ -56,8 +56,13 @@ UNWRITTEN = "writing status.advice"
 MESSAGE_LENGTH = 1024
 """The most characters of an error or Event message written (an Event's message is cut there by the
 API server too)."""
-READING = "reading its ForecastBackend and its signal's history"
-TUNING = "tuning"
+FEWER_POINTS = "a shorter spec.advice.lookback or a coarser spec.signal.resolution"
+READING = (
+    "reading its ForecastBackend and its signal's history",
+    f"{FEWER_POINTS} needs fewer requests, and a query that Prometheus answers sooner (a recording rule) reads faster",
+)
+"""A step of one advice that its deadline can end: what it was doing, and what makes it take less."""
+TUNING = ("tuning", f"{FEWER_POINTS} tunes fewer points")
 
 
 @dataclass(frozen=True)
@@ -102,13 +107,12 @@ class Deadline:
         """Seconds left; zero or less once passed."""
         return self.expires - self.monotonic()
 
-    def exceeded(self, step: str) -> DeadlineExceeded:
-        """The error for passing the deadline while doing ``step`` (:data:`READING`, :data:`TUNING`)."""
+    def exceeded(self, step: tuple[str, str]) -> DeadlineExceeded:
+        """The error for passing the deadline during ``step`` (:data:`READING`, :data:`TUNING`)."""
+        doing, remedy = step
         return DeadlineExceeded(
-            f"{step} took longer than the advice deadline of {format_duration(self.limit)} (presage advise "
-            "--deadline; the chart's advise.deadline): a shorter spec.advice.lookback or a coarser "
-            "spec.signal.resolution reads and tunes fewer points, and a query that Prometheus answers sooner "
-            "(a recording rule) reads faster"
+            f"{doing} took longer than the advice deadline of {format_duration(self.limit)} (presage advise "
+            f"--deadline; the chart's advise.deadline): {remedy}"
         )
 
     def progress(self, _step: str, _done: int, _total: int) -> None:
