@@ -59,8 +59,8 @@ flag or ${INDEX_VARIABLE}.
 
 
 def _shard_index(raw: str) -> int:
-    """--shard, or ${INDEX_VARIABLE} when --shard is not given (argparse converts a string default
-    only when the subcommand is parsed, so a bad value never stops --help or another command)."""
+    """--shard, or ``JOB_COMPLETION_INDEX`` when --shard is not given (argparse converts a string
+    default only when the subcommand is parsed, so a bad value never stops --help or another command)."""
     if not (raw.isascii() and raw.isdigit() and len(raw) <= SHARD_DIGITS):
         raise argparse.ArgumentTypeError(
             f"{raw[:40]!r} is not a shard index: a whole number from 0 in ASCII digits (from --shard, or "
