@@ -63,8 +63,9 @@ POINT_ONLY = "point forecast only (useQuantileHead: false)"
 MAX_ANSWER_BYTES = 32 << 20
 """The most bytes one answer may take, on the wire and once inflated: 32 MiB. The largest legitimate
 answer is to a batch of 16 signals (a scaler's most) at the forecaster's own limits, a horizon of 1024
-and 32 quantile levels: 16 x (1 + 32) arrays x 1024 values x at most 26 bytes a value (``-1.2345678901234567e+300,
-``) is 14.1 MB, with a few kB of treatments and context beside; the limit leaves more than twice that."""
+and 32 quantile levels: 16 x (1 + 32) arrays x 1024 values x at most 26 bytes a value (as in
+``-1.2345678901234567e+300, ``) is 14.1 MB, with a few kB of treatments and context beside; the limit
+leaves more than twice that."""
 
 
 class ForecasterUnreachable(BackendUnavailable):
