@@ -25,7 +25,9 @@ from presage_scaler.api.predictive_scaler import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.clients.prometheus import (
+    MAX_POINTS_PER_QUERY,
     MAX_POINTS_PER_REQUEST,
+    AnswerTooLarge,
     InvalidValue,
     NoData,
     PrometheusClient,
@@ -291,6 +293,56 @@ async def test_query_range_splits_long_ranges_and_spots_series_across_chunks(cli
         with pytest.raises(TooManySeries) as caught:
             await prom.query_range("churn", T0, end, STEP)
         assert caught.value.count == 2
+
+
+async def test_a_range_past_the_points_cap_is_refused_before_any_request(client):
+    """28 days at 1s (the longest legitimate query) is within the cap; one point more than the cap is
+    refused with the figures and what to change, before a request is sent or the grid allocated."""
+    asked: list[Recorded] = []
+
+    def handler(request: Recorded) -> web.Response:
+        asked.append(request)
+        return ok(matrix())
+
+    second = timedelta(seconds=1)
+    assert timedelta(days=28) // second <= MAX_POINTS_PER_QUERY
+    async with client(handler) as prom:
+        with pytest.raises(AnswerTooLarge) as caught:
+            await prom.query_range("q", T0, T0 + MAX_POINTS_PER_QUERY * second, second)
+    assert asked == []
+    assert caught.value.reason == "QueryFailed" and isinstance(caught.value, QueryFailed)
+    assert f"is {MAX_POINTS_PER_QUERY + 1} points, over the limit of {MAX_POINTS_PER_QUERY} points per query" in str(
+        caught.value
+    )
+    assert "'q'" in str(caught.value) and "a coarser resolution or a shorter history" in str(caught.value)
+
+
+def one_sample_at(timestamp: str) -> str:
+    """A range answer of one sample whose timestamp is ``timestamp``, as raw JSON text."""
+    return (
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [['
+        + timestamp
+        + ', "1"]]}]}}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "non-Prometheus body"),
+        (one_sample_at("1e400"), "OverflowError"),
+        (one_sample_at("1" + "0" * 400), "OverflowError"),
+        (one_sample_at("1" + "0" * 5000), "non-Prometheus body"),
+    ],
+    ids=["nested-200000-deep", "timestamp-1e400", "timestamp-10**400", "timestamp-5000-digits"],
+)
+async def test_answers_past_parsing_limits_are_query_failed(client, body, detail):
+    """Nesting past the recursion limit and numbers past float range or Python's digit limit are a
+    malformed answer with a reason, never an exception of their own."""
+    async with client(lambda _: web.Response(body=body.encode(), content_type="application/json")) as prom:
+        with pytest.raises(QueryFailed, match=detail) as caught:
+            await prom.query_range("q", T0, T0 + STEP, STEP)
+    assert caught.value.reason == "QueryFailed" and len(str(caught.value)) < 1000
 
 
 async def test_query_range_rejects_naive_times(client):
