@@ -143,9 +143,9 @@ def longest_without_a_count(
     """For each fault, the longest time a scaler went without any replica answering it with a count
     (the view of KEDA, which reaches whichever replica the Service picks), over the gaps whose first
     missed answer (``poll`` after the last count) came after that fault began and before the next:
-    seconds, and the scaler. ``past_its_end``: only the part of each gap after the fault ended (how
-    long counts took to come back once the cause was gone; a fault that stops every evaluation, such
-    as a stopped etcd, may rightly outlast the bound itself)."""
+    seconds, and the scaler. ``past_its_end``: only the part of each gap after every fault begun
+    before the gap closed had ended (how long counts took to come back once the causes were gone; a
+    fault that stops every evaluation, such as a stopped etcd, may rightly outlast the bound itself)."""
     by_scaler: dict[str, list[float]] = {answer.scaler: [] for answer in answers}
     for answer in sorted(answers, key=lambda a: a.at):
         if answer.value is not None:
@@ -158,7 +158,9 @@ def longest_without_a_count(
             cause = bisect.bisect_right(starts, before + poll) - 1
             if cause < 0:
                 continue
-            missed = after - (max(before, faults[cause].ended) if past_its_end else before)
+            if past_its_end:
+                before = max([before, *(fault.ended for fault in faults if fault.started < after)])
+            missed = after - before
             if missed > longest[names[cause]][0]:
                 longest[names[cause]] = (missed, scaler)
     return longest

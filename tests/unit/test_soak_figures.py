@@ -131,6 +131,14 @@ def test_a_gap_is_charged_to_the_fault_before_its_first_missed_answer() -> None:
     assert after["etcd at 12s"] == (35.0, "s")  # 45 to 80, all of it after etcd ran again
 
 
+def test_a_gap_through_a_later_fault_is_judged_once_that_one_ended_too() -> None:
+    answers = [Answer(t, "a", "s", 1, "OK") for t in (0.0, 5.0, 10.0, 60.0)]
+    faults = [Fault("restart", 8.0, 12.0), Fault("etcd", 20.0, 50.0)]
+    # The gap from 10 to 60 began with the restart and ran through etcd's stop: 10 s once both ended.
+    after = longest_without_a_count(answers, faults, start=0.0, end=60.0, poll=5.0, past_its_end=True)
+    assert after == {"restart at 8s": (10.0, "s"), "etcd at 20s": (0.0, "")}
+
+
 def test_a_gap_past_the_bound_after_a_fault_is_a_violation() -> None:
     from tests.harness.soak import Figures, SoakConfig
 
