@@ -12,6 +12,7 @@ from presage_scaler.api.quantities import parse_amount, parse_duration, parse_qu
 from presage_scaler.backtest import extra
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, parse_size
 
 DESCRIPTION = """\
 Replay a demand trace through presage's own evaluator, backend and policy on a simulated clock, and
@@ -35,6 +36,17 @@ def _typed(parse: Callable[[str], object]) -> Callable[[str], object]:
             raise argparse.ArgumentTypeError(str(err)) from None
 
     return convert
+
+
+def add_memory_argument(parser: argparse.ArgumentParser) -> None:
+    """``--memory-budget``, the bytes a run may take (:mod:`presage_scaler.backtest.memory`)."""
+    parser.add_argument(
+        "--memory-budget",
+        type=_typed(parse_size),
+        default=DEFAULT_MEMORY_BUDGET,
+        help="most memory the run may take at its peak, e.g. 1536Mi or 4Gi; a run estimated to need more is "
+        "refused before it reads or forecasts (default: 1536Mi, which fits the chart's advise pod)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--season", type=_typed(parse_duration), help="SeasonalNaive season, e.g. 24h or 7d")
     parser.add_argument("--cycles", type=int, help="SeasonalNaive cycles")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
+    add_memory_argument(parser)
     source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
     source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")
     source.add_argument("--query", help="PromQL returning exactly one series")

@@ -25,6 +25,7 @@ from presage_scaler.backtest.config import (
     scaler_spec,
 )
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.memory import Footprint, points_between
 from presage_scaler.backtest.output import table, write_decisions, write_summary
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.report import write_report
@@ -46,6 +47,7 @@ def _trace(args: argparse.Namespace) -> Trace:
     if args.query is None or args.start is None or args.end is None:
         raise BacktestError("--prometheus needs --query, --start and --end")
     start, end = parse_timestamp(args.start, "--start"), parse_timestamp(args.end, "--end")
+    Footprint(points_between(end - start, args.step), args.step).check(args.memory_budget)
     return asyncio.run(load_prometheus(args.prometheus, args.query, start, end, args.step))
 
 
@@ -79,6 +81,7 @@ def run_from_flags(args: argparse.Namespace) -> int:
     try:
         with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
             trace = _trace(args)
+            Footprint(len(trace), trace.step).check(args.memory_budget)
             result = run_backtest(trace, _setup(args, trace), progress)
         out: Path = args.out
         out.mkdir(parents=True, exist_ok=True)

@@ -19,14 +19,15 @@ per-call overhead negligible (``benchmarks/bench_tune.py`` prints the CPU a tuni
 ``tests/unit/test_memory_bounds.py`` bounds the peak of a fine-resolution tune)."""
 
 
-def rows_per_block(row_bytes: int, budget: int = BLOCK_BYTES) -> int:
-    """How many rows of ``row_bytes`` each fit in ``budget`` (at least one)."""
-    return max(1, budget // max(1, row_bytes))
+def rows_per_block(row_bytes: int) -> int:
+    """How many rows of ``row_bytes`` each fit in BLOCK_BYTES (at least one; read at each call, so a
+    test can shrink the blocks to compare a split computation with a whole one)."""
+    return max(1, BLOCK_BYTES // max(1, row_bytes))
 
 
-def row_blocks(rows: int, row_bytes: int, budget: int = BLOCK_BYTES) -> Iterator[slice]:
-    """Consecutive slices covering ``range(rows)``, each of at most ``budget`` bytes at ``row_bytes``
-    a row (and at least one row)."""
-    size = rows_per_block(row_bytes, budget)
+def row_blocks(rows: int, row_bytes: int) -> Iterator[slice]:
+    """Consecutive slices covering ``range(rows)``, each of at most BLOCK_BYTES at ``row_bytes`` a row
+    (and at least one row)."""
+    size = rows_per_block(row_bytes)
     for first in range(0, rows, size):
         yield slice(first, min(rows, first + size))

@@ -11,6 +11,7 @@ from typing import Any
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint, points_between
 from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
@@ -49,10 +50,21 @@ async def _backend(client: KubeClient, name: str) -> dict[str, Any]:
 
 
 async def live_scaler(
-    client: KubeClient, scaler: dict[str, Any], lookback: timedelta, now: datetime, *, prometheus: str | None = None
+    client: KubeClient,
+    scaler: dict[str, Any],
+    lookback: timedelta,
+    now: datetime,
+    *,
+    prometheus: str | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    jobs: int = 1,
 ) -> LiveScaler:
     """The PredictiveScaler object ``scaler`` as read from the cluster, with its ForecastBackend and its
-    signal over the ``lookback`` before ``now``. ``prometheus`` replaces the query's address."""
+    signal over the ``lookback`` before ``now``. ``prometheus`` replaces the query's address.
+
+    A lookback whose points at the signal's resolution would take more than ``memory_budget`` bytes
+    to tune with ``jobs`` processes is refused (:class:`presage_scaler.backtest.memory.MemoryBudgetError`)
+    before anything is read."""
     metadata = scaler.get("metadata") or {}
     name, namespace = metadata.get("name"), metadata.get("namespace")
     spec = parse(PredictiveScalerSpec, scaler.get("spec"), path="spec")
@@ -66,6 +78,7 @@ async def live_scaler(
     end = align_down(now, resolution)
     if lookback < resolution:
         raise TuneError(f"the lookback {format_duration(lookback)} is shorter than the signal's resolution")
+    Footprint(points_between(lookback, resolution), resolution, jobs).check(memory_budget)
     trace = await load_prometheus(
         prometheus or query.address,
         query.query,
@@ -89,6 +102,8 @@ async def read_live(
     kubeconfig: Any = None,
     context: str | None = None,
     prometheus: str | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    jobs: int = 1,
 ) -> LiveScaler:
     """Read the PredictiveScaler ``namespace/name`` and what :func:`live_scaler` reads with it."""
     try:
@@ -97,4 +112,6 @@ async def read_live(
         raise TuneError(str(exc)) from None
     async with KubeClient(config, user_agent="presage-tune") as client:
         scaler = await read_scaler(client, namespace or config.namespace, name)
-        return await live_scaler(client, scaler, lookback, now, prometheus=prometheus)
+        return await live_scaler(
+            client, scaler, lookback, now, prometheus=prometheus, memory_budget=memory_budget, jobs=jobs
+        )

@@ -81,6 +81,8 @@ def _start(args: argparse.Namespace) -> Start:
                 kubeconfig=args.kubeconfig,
                 context=args.context,
                 prometheus=args.prometheus,
+                memory_budget=args.memory_budget,
+                jobs=max(1, args.jobs),
             )
         )
         return Start(live.trace, live.metadata, live.spec, backend or live.backend)
@@ -109,6 +111,7 @@ def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
         warmup=args.warmup,
         holdout=args.holdout,
         jobs=max(1, args.jobs),
+        memory_budget=args.memory_budget,
     )
 
 

@@ -2,7 +2,9 @@
 
 The same numbers, operation for operation, as :func:`presage_scaler.backtest.metrics.measure` of
 each candidate's simulation (its :func:`~presage_scaler.backtest.metrics.shortfall` itself), for a
-block of candidates at a time so that the arrays stay small.
+block of candidates at a time so that the arrays stay small: at most BLOCK, and fewer where the
+measured steps are many (:func:`presage_scaler.series.blocks.rows_per_block`), so a fine-resolution
+trace's ``(candidates, steps)`` matrices stay within a fixed budget.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ import numpy as np
 
 from presage_scaler.backtest.metrics import shortfall
 from presage_scaler.backtest.simulator import Schedule
+from presage_scaler.series.blocks import rows_per_block
 from presage_scaler.tune.replay import in_force, ready
 from presage_scaler.tune.search import Figures
 
 BLOCK = 256
-"""Candidates measured together."""
+"""Most candidates measured together."""
+
+STEP_BYTES = 32
+"""Bytes one candidate's measurement takes per trace step: the counts in force and ready (two
+integers), the capacity and the shortfall (two doubles), and the masks over them."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +58,9 @@ def measure(counts: np.ndarray, served: Served, parts: Sequence[Part]) -> list[l
     found: list[list[Figures]] = [[] for _ in parts]
     begin, end = min(p.begin for p in parts), max(p.end for p in parts)
     lead = served.schedule.lead
-    for first in range(0, counts.shape[1], BLOCK):
-        block = counts[:, first : first + BLOCK]
+    size = min(BLOCK, rows_per_block(STEP_BYTES * (end - begin + lead)))
+    for first in range(0, counts.shape[1], size):
+        block = counts[:, first : first + size]
         desired = in_force(block, served.schedule, served.initial, begin - lead, end, served.kept_from)
         missing = shortfall(served.demand[begin:end], ready(desired, lead), served.per_replica)
         short = missing > 0

@@ -29,6 +29,7 @@ from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
+from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint
 from presage_scaler.backtest.metrics import measure as measure_simulation
 from presage_scaler.backtest.metrics import shortfall
 from presage_scaler.backtest.replay import CHUNK
@@ -61,6 +62,9 @@ class TuneSetup:
     """How much of the trace's end to hold out (default: :mod:`presage_scaler.tune.split`)."""
     jobs: int = 1
     """Processes that may forecast at once (this one included)."""
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    """Bytes the run may take at its peak: one estimated to take more is refused before it forecasts
+    (:mod:`presage_scaler.backtest.memory`)."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +319,8 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
     space = space_for(start, base_plan)
     candidates = space.candidates(start)
+    decided = len(base_plan.schedule.decisions(len(trace)))
+    Footprint(len(trace), trace.step, setup.jobs, decided, len(candidates)).check(setup.memory_budget)
     passes = _passes(trace, setup, start, base_wire, space.forecasters)
     forecasts = _forecast(trace, setup, passes, space.dial, progress)
     seconds = {"forecasting": time.perf_counter() - began}
