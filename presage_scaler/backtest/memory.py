@@ -6,7 +6,9 @@ The hindcasts, band quantiles and candidate measurements are made in row blocks 
 read (their parsing, the trace, the signal at its resolution, the per-decision arrays) and the
 replay's counts, one small integer per decision and candidate. The estimate is
 
-    peak ≈ PROCESS_BYTES + (jobs - 1) · WORKER_BYTES + points · POINT_BYTES + decisions · candidates · COUNT_BYTES
+    peak ≈ PROCESS_BYTES + points · POINT_BYTES
+           + (jobs - 1) · (WORKER_BYTES + points · WORKER_POINT_BYTES)
+           + decisions · candidates · COUNT_BYTES
 
 and a run whose estimate exceeds its budget is refused with :class:`MemoryBudgetError` before it
 reads or allocates, rather than failing with a MemoryError (or being OOM-killed) part way.
@@ -33,14 +35,18 @@ the row blocks' temporaries at their budget, a few BLOCK_BYTES each for the fore
 measurement. Checked by ``tests/unit/test_memory_bounds.py`` (a tune's traced peak stays under the
 estimate) and by the peaks stated in ``charts/presage/values.yaml``."""
 
-WORKER_BYTES = 200 * MiB
+WORKER_BYTES = 256 * MiB
 """Each further forecasting process (``--jobs``): an interpreter of its own with the same modules and
-row blocks; it receives the signal at its resolution, which POINT_BYTES already counts."""
+row blocks."""
 
 POINT_BYTES = 400
-"""Per signal point read, in all processes together: the parsed answer or CSV row while it is read,
-the trace and its signal (values, gaps, observed demand, the simulations' counts) and the per-decision
-forecasts. The slope of the peaks of ``presage tune`` on a 16-day trace at 5s and at 1s."""
+"""Per signal point read by the process that tunes: the parsed answer or CSV row while it is read, the
+trace and its signal (values, gaps, observed demand, the simulations' counts) and the per-decision
+forecasts. Above the slope of the peaks of ``presage tune`` on a 16-day trace at 5s and at 1s."""
+
+WORKER_POINT_BYTES = 200
+"""Per signal point, in each further forecasting process: the signal it receives and the forecasts
+it sends back. Above the slope of the same runs' worker peaks."""
 
 COUNT_BYTES = 2
 """Per decision and candidate: the replay's count in force (:func:`presage_scaler.tune.replay.replay`
@@ -70,8 +76,8 @@ class Footprint:
         """The estimated peak, in bytes (module docstring)."""
         return (
             PROCESS_BYTES
-            + (max(1, self.jobs) - 1) * WORKER_BYTES
             + self.points * POINT_BYTES
+            + (max(1, self.jobs) - 1) * (WORKER_BYTES + self.points * WORKER_POINT_BYTES)
             + self.decisions * self.candidates * COUNT_BYTES
         )
 
