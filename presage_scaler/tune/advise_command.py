@@ -48,10 +48,13 @@ Nothing about one scaler stops the others: each due scaler is attempted, scalers
 failed after the rest, and one that cannot be advised gets the reason in status.advice.error and an
 AdviceFailed Event. Each advice has --deadline to read and tune: every request still going then is
 cancelled, and tuning stops at its next progress report (with --jobs above 1, once the forecasts in
-worker processes end). The last line on stdout always counts what was done:
-"shard I of N: A advised, F failed, D not due".
+worker processes end). A scaler whose history is still too short to choose on and hold out a part
+gets the reason in status.advice.error too, but waits rather than fails: it is tried again at every
+run. The last line on stdout always counts what was done:
+"shard I of N: A advised, F failed, D not due, W waiting for history".
 
-Exit status: 0 when every due scaler was advised (its status.advice written with a verdict); 1 when
+Exit status: 0 when every due scaler was advised (its status.advice written with a verdict) or waits
+for history; 1 when
 any scaler failed (the reason in its status.advice.error and on stdout, also when even that could not
 be written) or the scalers could not all be listed (those listed were still advised); 2 for a bad
 flag or ${INDEX_VARIABLE}.

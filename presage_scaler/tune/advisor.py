@@ -41,7 +41,7 @@ from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALE
 from presage_scaler.controller.shards import shard_of
 from presage_scaler.tune.advice import Advice, Verdict, advise
 from presage_scaler.tune.advice_status import advice_status, failed_status
-from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.errors import HistoryTooShort, TuneError
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.from_flags import ERRORS
 from presage_scaler.tune.search import Slo
@@ -131,6 +131,9 @@ class RunSummary:
     failed: dict[str, str] = field(default_factory=dict)
     """Each scaler that could not be advised and why."""
     not_due: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Each scaler whose history is still too short to advise on, and how much it has (not a failure:
+    it is attempted again at every run, and advised once it has recorded enough)."""
     listing_error: ApiError | None = None
     """Why listing the scalers stopped before its end (those listed before it are still advised)."""
 
@@ -138,11 +141,13 @@ class RunSummary:
         """The run's last line on stdout, printed whatever happened."""
         return (
             f"shard {shard} of {shards}: {len(self.advised)} advised, {len(self.failed)} failed, "
-            f"{len(self.not_due)} not due" + ("; listing failed" if self.listing_error is not None else "")
+            f"{len(self.not_due)} not due, {len(self.waiting)} waiting for history"
+            + ("; listing failed" if self.listing_error is not None else "")
         )
 
     def exit_status(self) -> int:
-        """0 when every due scaler was advised and every scaler listed; 1 otherwise."""
+        """0 when every due scaler was advised (or waits for history) and every scaler was listed; 1
+        otherwise."""
         return 1 if self.failed or self.listing_error is not None else 0
 
 
@@ -278,20 +283,24 @@ class Advisor:
                 summary.failed[name] = _reason(exc)
                 log.error("advice failed scaler=%s error=%s", name, summary.failed[name], exc_info=True)
                 continue
-            if error is not None:
-                summary.failed[name] = error
-            else:
+            if error is None:
                 summary.advised[name] = verdict
+            elif verdict == Verdict.NOT_ENOUGH_HISTORY:
+                summary.waiting[name] = error
+            else:
+                summary.failed[name] = error
 
     async def advise(self, obj: dict[str, Any]) -> tuple[str, str | None]:
         """Advise one scaler and write the outcome: its verdict, and None; or, when it failed, an empty
-        verdict and the reason (written to ``status.advice.error`` where that write is possible).
-        Raises :class:`NotFound` when the scaler was deleted."""
+        verdict (``NotEnoughHistory`` when its history is too short yet) and the reason (written to
+        ``status.advice.error`` where that write is possible). Raises :class:`NotFound` when the scaler
+        was deleted."""
         now = self._clock()
         try:
             body, message = await self._advice(obj, now)
         except Exception as exc:  # one scaler's failure is written to it and never stops the run
-            return "", await self._failed(obj, _reason(exc), now, traceback=not _expected(exc))
+            verdict = Verdict.NOT_ENOUGH_HISTORY if isinstance(exc, HistoryTooShort) else ""
+            return verdict, await self._failed(obj, _reason(exc), now, traceback=not _expected(exc))
         try:
             await self._write(obj, body)
         except NotFound:
@@ -380,6 +389,8 @@ def _print_summary(summary: RunSummary, options: AdviseOptions) -> None:
         print(f"{name} {verdict}")
     for name, reason in summary.failed.items():
         print(f"{name} failed: {reason}")
+    for name, reason in summary.waiting.items():
+        print(f"{name} waiting for history: {reason}")
     if summary.listing_error is not None:
         print(f"presage advise: listing PredictiveScalers: {summary.listing_error}", file=sys.stderr)
     print(summary.line(options.shard, options.shards))

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.series.timegrid import steps_for
-from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.errors import HistoryTooShort
 
 HOLDOUT = timedelta(days=7)
 MIN_IN_SAMPLE = timedelta(days=2)
@@ -92,7 +92,7 @@ def split(length: int, start: datetime, step: timedelta, report_from: int, holdo
     held = default if holdout is None else steps_for(holdout, step, at_least=0)
     least = steps_for(MIN_PART, step)
     if held < least or after - held < least:
-        raise TuneError(
+        raise HistoryTooShort(
             f"the trace is too short to hold out a part to check the choice on: after the warm-up it holds "
             f"{format_duration(after * step)}, and both the part chosen on and the part held out need at least "
             f"{format_duration(MIN_PART)} (by default {format_duration(MIN_IN_SAMPLE)} to choose on); give a longer "

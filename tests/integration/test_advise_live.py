@@ -212,16 +212,19 @@ def test_two_shards_split_a_hundred_scalers_none_twice_none_missed(
     assert listed[0].isdisjoint(listed[1]) and listed[0] | listed[1] == {f"{ns}/{name}" for name in names}
     assert listed[0] and listed[1]
 
-    failed: list[set[str]] = []
+    waiting: list[set[str]] = []
     for shard in (0, 1):
         result = subprocess.run(
             advise_command(cluster, "-n", ns, "--shards", "2", "--shard", str(shard), "--warmup", "1h"),
             capture_output=True, text=True, timeout=600, cwd=REPO,
         )  # fmt: skip
-        assert result.returncode == 1, result.stderr  # a scaler that could not be advised fails the run
-        failed.append({line.split()[0] for line in result.stdout.splitlines() if " failed: " in line})
-        assert f"0 advised, {len(listed[shard])} failed, 0 not due" in result.stdout
-    assert failed == listed
+        # A day of history is too short to advise on yet: each scaler waits, and the run has not failed.
+        assert result.returncode == 0, result.stderr
+        waiting.append({line.split()[0] for line in result.stdout.splitlines() if " waiting for history: " in line})
+        assert result.stdout.splitlines()[-1] == (
+            f"shard {shard} of 2: 0 advised, 0 failed, 0 not due, {len(listed[shard])} waiting for history"
+        )
+    assert waiting == listed
     for name in names:
         advice = get(cluster, "predictivescaler", name, ns)["status"]["advice"]
         assert "too short" in advice["error"], advice
@@ -275,7 +278,7 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
         stdout, stderr = await asyncio.wait_for(process.communicate(), 600)
     out = stdout.decode()
     assert process.returncode == 1, (out, stderr.decode())
-    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 1 failed, 0 not due", out
+    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 1 failed, 0 not due, 0 waiting for history", out
 
     # The slow tenant: its reads were cut at the deadline, not after its 45 s of answers.
     reason = get(cluster, "predictivescaler", "slow", ns)["status"]["advice"]["error"]
