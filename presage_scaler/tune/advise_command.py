@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from presage_scaler.api.quantities import format_duration, parse_duration
 from presage_scaler.backtest import extra
 from presage_scaler.backtest.command import _typed as typed
+from presage_scaler.backtest.command import add_memory_argument
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.tune.command import add_split_arguments
@@ -93,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", "--namespace", help="only this namespace (default: every namespace)")
     add_split_arguments(parser, "each scaler's lookback")
     parser.add_argument("--jobs", type=int, default=1, help="processes that forecast at once (default: 1)")
+    add_memory_argument(parser)
     parser.add_argument(
         "--deadline",
         type=typed(_deadline),
@@ -139,5 +141,6 @@ def run(args: argparse.Namespace) -> int:
         jobs=max(1, args.jobs),
         prometheus=args.prometheus,
         deadline=args.deadline,
+        memory_budget=args.memory_budget,
     )
     return asyncio.run(advise_cluster(config, options, listing_only=args.list, clock=lambda: datetime.now(UTC)))

@@ -34,6 +34,7 @@ from presage_scaler.api.predictive_scaler import AdviceSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
+from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
@@ -80,6 +81,9 @@ class AdviseOptions:
     jobs: int = 1
     prometheus: str | None = None
     """Replaces every query's address (for a run outside the cluster)."""
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    """Bytes one advice may take at its peak: a lookback estimated to take more is refused before it is
+    read (:mod:`presage_scaler.backtest.memory`; ``--memory-budget``)."""
 
 
 class DeadlineExceeded(Exception):
@@ -332,7 +336,15 @@ class Advisor:
         reading = asyncio.timeout(deadline.remaining())
         try:
             async with reading:
-                live = await live_scaler(self._client, obj, wanted.lookback, now, prometheus=self._options.prometheus)
+                live = await live_scaler(
+                    self._client,
+                    obj,
+                    wanted.lookback,
+                    now,
+                    prometheus=self._options.prometheus,
+                    memory_budget=self._options.memory_budget,
+                    jobs=max(1, self._options.jobs),
+                )
         except TimeoutError:
             if not reading.expired():
                 raise
@@ -345,6 +357,7 @@ class Advisor:
             warmup=self._options.warmup,
             holdout=self._options.holdout,
             jobs=max(1, self._options.jobs),
+            memory_budget=self._options.memory_budget,
         )
         result = await asyncio.to_thread(tune, live.trace, setup, deadline.progress)
         advice = advise(result)

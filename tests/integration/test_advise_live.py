@@ -245,9 +245,11 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
     """In one run, listed in this order: ``future``, whose stored ``status.advice.time`` is
     9999-12-31T23:59:59Z (adding ``every`` to it overflowed the due check and ended the run); ``slow``,
     whose Prometheus needs 9 s for each of the 5 requests of its 16 days at 30s resolution (45 s,
-    none timing out); and ``web``, an ordinary scaler. ``future`` is due (a time later than now
+    none timing out); ``huge``, whose 9999-day lookback at 1s resolution would take far more memory
+    than the run's budget; and ``web``, an ordinary scaler. ``future`` is due (a time later than now
     cannot be trusted) and advised, its time made true; ``slow`` fails at the deadline with the reason
-    in its status; ``web`` is advised; the summary line counts them and the run exits 1."""
+    in its status; ``huge`` is refused with the estimate before its Prometheus is asked anything;
+    ``web`` is advised; the summary line counts them and the run exits 1."""
     ns = kube_namespace
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
     asked: list[float] = []
@@ -257,11 +259,19 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
         await asyncio.sleep(SLOW_ANSWER)
         return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": []}})
 
-    async with serving(slow) as slow_url:
+    huge_asked: list[float] = []
+
+    async def never(request: web.Request) -> web.Response:
+        huge_asked.append(time.monotonic())
+        return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+    async with serving(slow) as slow_url, serving(never) as never_url:
         future = scaler_object("future", prometheus.url, backend_name, advice=ADVICE)
         hostile = scaler_object("slow", slow_url, backend_name, advice=ADVICE)
         hostile["spec"]["signal"]["resolution"] = "30s"
-        for obj in (future, hostile, scaler_object("web", prometheus.url, backend_name, advice=ADVICE)):
+        huge = scaler_object("huge", never_url, backend_name, advice={**ADVICE, "lookback": "9999d"})
+        huge["spec"]["signal"]["resolution"] = "1s"
+        for obj in (future, hostile, huge, scaler_object("web", prometheus.url, backend_name, advice=ADVICE)):
             apply(cluster, obj, ns)
         generation = get(cluster, "predictivescaler", "future", ns)["metadata"]["generation"]
         stored = {"status": {"advice": {"time": "9999-12-31T23:59:59Z", "observedGeneration": generation}}}
@@ -272,13 +282,21 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
         assert get(cluster, "predictivescaler", "future", ns)["status"]["advice"]["time"] == "9999-12-31T23:59:59Z"
         began = datetime.now(UTC)
         process = await asyncio.create_subprocess_exec(
-            *advise_command(cluster, "-n", ns, "--warmup", WARMUP, "--deadline", f"{DEADLINE}s"),
+            *advise_command(
+                cluster, "-n", ns, "--warmup", WARMUP, "--deadline", f"{DEADLINE}s", "--memory-budget", "1Gi"
+            ),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO,
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(process.communicate(), 600)
     out = stdout.decode()
     assert process.returncode == 1, (out, stderr.decode())
-    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 1 failed, 0 not due, 0 waiting for history", out
+    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 2 failed, 0 not due, 0 waiting for history", out
+
+    # The huge lookback: refused with its estimate and the run's budget, before a request was sent.
+    refusal = get(cluster, "predictivescaler", "huge", ns)["status"]["advice"]["error"]
+    assert refusal.startswith("this run would need about "), refusal
+    assert "points of 1s), more than its budget of 1.00 GiB" in refusal, refusal
+    assert huge_asked == []
 
     # The slow tenant: its reads were cut at the deadline, not after its 45 s of answers.
     reason = get(cluster, "predictivescaler", "slow", ns)["status"]["advice"]["error"]
