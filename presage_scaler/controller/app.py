@@ -171,7 +171,11 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             return published.get(lease(key))
 
         backends = BackendController(
-            client, forecaster_http, probe_period=options.probe_period, leading=writes_backends
+            client,
+            forecaster_http,
+            probe_period=options.probe_period,
+            leading=writes_backends,
+            fenced=lambda: metrics.status_writes_fenced.labels("ForecastBackend").inc(),
         )
         triggers = KubeScaledObjectTriggers(client, namespaces)
         replicas = WatchedReplicas(client, namespaces) if options.watch_targets else None

@@ -63,11 +63,15 @@ class BackendController:
         probe_period: float = 30.0,
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        fenced: Callable[[], None] = lambda: None,
     ) -> None:
+        """``leading``: whether this replica writes status, asked again as each write leaves;
+        ``fenced``: called for each write that was stopped then."""
         self._client = client
         self._http = http
         self._probe_period = probe_period
         self._leading = leading
+        self._fenced = fenced
         self._clock = clock
         self.entries: dict[str, BackendEntry] = {}
         self._wake = asyncio.Event()
@@ -151,7 +155,11 @@ class BackendController:
             updated = await self._client.merge_patch(
                 FORECAST_BACKENDS, None, name, patch, "status", fence=self._leading
             )
-        except (NotFound, Fenced):
+        except NotFound:
+            return
+        except Fenced:
+            self._fenced()
+            log.warning("backend status not sent backend=%s: leadership lapsed before the patch could leave", name)
             return
         except ApiError as exc:
             log.warning("backend status not written backend=%s error=%s", name, exc)

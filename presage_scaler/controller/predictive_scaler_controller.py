@@ -82,7 +82,9 @@ class ScalerController:
             events,
             metrics,
             StatusWriter(
-                client, lambda key: leading() and owns(key), metrics.status_writes_fenced.labels("PredictiveScaler").inc
+                client,
+                lambda key: leading() and owns(key),
+                lambda: metrics.status_writes_fenced.labels("PredictiveScaler").inc(),
             ),
             clock=clock,
             scaled_objects=scaled_objects,
