@@ -6,12 +6,14 @@ The hindcasts, band quantiles and candidate measurements are made in row blocks 
 read (their parsing, the trace, the signal at its resolution, the per-decision arrays) and the
 replay's counts, one small integer per decision and candidate. The estimate is
 
-    peak ≈ PROCESS_BYTES + points · POINT_BYTES
+    peak ≈ PROCESS_BYTES + CHUNK_BYTES + points · POINT_BYTES
            + (jobs - 1) · (WORKER_BYTES + points · WORKER_POINT_BYTES)
            + decisions · candidates · COUNT_BYTES
 
-and a run whose estimate exceeds its budget is refused with :class:`MemoryBudgetError` before it
-reads or allocates, rather than failing with a MemoryError (or being OOM-killed) part way.
+where :data:`~presage_scaler.backtest.replay.CHUNK_BYTES` bounds one chunk of decisions' forecasts
+(fewer decisions a chunk where the horizon is long), and a run whose estimate exceeds its budget is
+refused with :class:`MemoryBudgetError` before it reads or allocates, rather than failing with a
+MemoryError (or being OOM-killed) part way.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.backtest.replay import CHUNK_BYTES
 
 MiB = 2**20
 
@@ -76,6 +79,7 @@ class Footprint:
         """The estimated peak, in bytes (module docstring)."""
         return (
             PROCESS_BYTES
+            + CHUNK_BYTES
             + self.points * POINT_BYTES
             + (max(1, self.jobs) - 1) * (WORKER_BYTES + self.points * WORKER_POINT_BYTES)
             + self.decisions * self.candidates * COUNT_BYTES

@@ -54,15 +54,48 @@ from presage_scaler.engine.evaluator import (
     size,
     sizing_window,
 )
-from presage_scaler.engine.leadtime import LeadTime
+from presage_scaler.engine.leadtime import LeadTime, resolve_horizon
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.series.timegrid import align_down, steps_for
 
 CHUNK = 1024
-"""Decisions whose forecasts are requested together. Their hindcasts (the last day's forecasts, for
-calibration) repeat from one decision to the next and are computed once per chunk, so a chunk near a
-day of one-minute decisions computes each about twice; 256 cost a quarter more CPU, 4,096 no less
-(the CPU per scaler of ``benchmarks/bench_tune.py``)."""
+"""Decisions whose forecasts are requested together, at most. Their hindcasts (the last day's
+forecasts, for calibration) repeat from one decision to the next and are computed once per chunk, so a
+chunk near a day of one-minute decisions computes each about twice; 256 cost a quarter more CPU, 4,096
+no less (the CPU per scaler of ``benchmarks/bench_tune.py``)."""
+
+CHUNK_BYTES = 256 * 2**20
+"""The most a chunk's forecasts may take: a chunk holds fewer than :data:`CHUNK` decisions where their
+horizon is long (a fine resolution, a long ``forecast.horizon``), so that memory does not grow with
+the horizon (:mod:`presage_scaler.backtest.memory` counts it). Down to 5-second resolution at a
+5-minute lead time a chunk keeps CHUNK decisions, as every trace of ``benchmarks/bench_backtest.py``
+and ``benchmarks/bench_tune.py`` does (``tests/unit/test_memory_bounds.py``)."""
+
+FORECAST_VALUE_BYTES = 24
+"""Bytes a chunk takes per forecast value (one step of the point forecast or of one quantile): the
+backend's answer and what calibration reads of it. Above the slope of ``presage tune``'s peak over a
+chunk's values with a two-hour horizon at one-second resolution (about 21)."""
+
+
+def quantile_levels(spec: PredictiveScalerSpec, levels: Sequence[float]) -> tuple[float, ...]:
+    """The quantile levels a decision's forecast carries: the spec's targetQuantile and
+    scaleDownQuantile, the forecast band's and ``levels``, in order."""
+    policy = spec.policy
+    return tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *BAND_LEVELS, *levels}))
+
+
+def decisions_per_chunk(
+    spec: PredictiveScalerSpec,
+    signal_spec: SignalSpec,
+    lead: timedelta,
+    max_horizon: int | None,
+    levels: Sequence[float],
+) -> int:
+    """How many decisions a chunk holds: :data:`CHUNK`, or as many as fit :data:`CHUNK_BYTES` (at
+    least one)."""
+    horizon = resolve_horizon(spec.forecast, lead, spec.interval, signal_spec.resolution, max_horizon)
+    per_decision = horizon * (len(quantile_levels(spec, levels)) + 1) * FORECAST_VALUE_BYTES
+    return max(1, min(CHUNK, CHUNK_BYTES // per_decision))
 
 
 class Forecaster(Protocol):
@@ -181,14 +214,17 @@ class DecisionFeed:
     _gaps: np.ndarray = field(init=False, repr=False)
     _points: int = field(init=False, repr=False)
     _levels: tuple[float, ...] = field(init=False, repr=False)
+    _chunk_size: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._upcoming = iter(self.decisions)
         self._gaps = np.concatenate([[0], np.cumsum(self.signal.gaps)])
         self._points = history_points(self.signal_spec, self.backend)
         self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
-        policy = self.spec.policy
-        self._levels = tuple(sorted({policy.target_quantile, policy.scale_down_quantile, *BAND_LEVELS, *self.levels}))
+        self._levels = quantile_levels(self.spec, self.levels)
+        self._chunk_size = decisions_per_chunk(
+            self.spec, self.signal_spec, self.lead.value, self.backend.max_horizon, self.levels
+        )
 
     def _span(self, step: int) -> tuple[int, int]:
         """The signal points a decision at trace step ``step`` sees: ``[begin, end)``."""
@@ -205,8 +241,8 @@ class DecisionFeed:
         )
 
     def _chunk(self) -> _Chunk | None:
-        """The next CHUNK decisions' data and forecasts (None after the last decision)."""
-        steps = [step for _, step in zip(range(CHUNK), self._upcoming, strict=False)]
+        """The next chunk's decisions' data and forecasts (None after the last decision)."""
+        steps = [step for _, step in zip(range(self._chunk_size), self._upcoming, strict=False)]
         if not steps:
             return None
         data = [self._data(step) for step in steps]

@@ -32,7 +32,7 @@ from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backe
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint
 from presage_scaler.backtest.metrics import measure as measure_simulation
 from presage_scaler.backtest.metrics import shortfall
-from presage_scaler.backtest.replay import CHUNK
+from presage_scaler.backtest.replay import decisions_per_chunk
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
@@ -220,7 +220,12 @@ class _Pass:
 
 
 def _passes(
-    trace: Trace, setup: TuneSetup, start: Knobs, base_wire: dict[str, Any], forecasters: Sequence[ForecasterKnobs]
+    trace: Trace,
+    setup: TuneSetup,
+    start: Knobs,
+    base_wire: dict[str, Any],
+    forecasters: Sequence[ForecasterKnobs],
+    levels: Sequence[float],
 ) -> list[_Pass]:
     passes: list[_Pass] = []
     for forecaster in forecasters:
@@ -234,7 +239,10 @@ def _passes(
             shared = shared_decisions(the_plan, points_read(the_plan), points_read(earlier.plan))
             # The feed forecasts its decisions in chunks that must be the same as the whole run's: a
             # chunk's numbers depend on the order of additions over its members' histories.
-            skip = shared if shared == total else shared // CHUNK * CHUNK
+            chunk = decisions_per_chunk(
+                the_plan.spec, the_plan.signal_spec, the_plan.lead.value, the_plan.backend.max_horizon, levels
+            )
+            skip = shared if shared == total else shared // chunk * chunk
             if skip > found.skip:
                 found = replace(found, skip=skip, reuse=earlier.forecaster)
         passes.append(found)
@@ -321,7 +329,7 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     candidates = space.candidates(start)
     decided = len(base_plan.schedule.decisions(len(trace)))
     Footprint(len(trace), trace.step, setup.jobs, decided, len(candidates)).check(setup.memory_budget)
-    passes = _passes(trace, setup, start, base_wire, space.forecasters)
+    passes = _passes(trace, setup, start, base_wire, space.forecasters, space.dial)
     forecasts = _forecast(trace, setup, passes, space.dial, progress)
     seconds = {"forecasting": time.perf_counter() - began}
 

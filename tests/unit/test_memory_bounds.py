@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import ForecastRequest, HindcastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, backend_spec
@@ -23,14 +25,23 @@ from presage_scaler.backtest.memory import (
     parse_size,
     points_between,
 )
+from presage_scaler.backtest.replay import (
+    CHUNK,
+    CHUNK_BYTES,
+    FORECAST_VALUE_BYTES,
+    decisions_per_chunk,
+    quantile_levels,
+)
 from presage_scaler.backtest.simulator import Schedule
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
+from presage_scaler.engine.evaluator import signal_specs
 from presage_scaler.series import blocks
 from presage_scaler.series.rolling import split_window_order_statistics, window_order_statistics
 from presage_scaler.tune import from_cluster
 from presage_scaler.tune.measure import Part, Served, measure
 from presage_scaler.tune.search import Slo
+from presage_scaler.tune.space import TARGET_QUANTILES
 from presage_scaler.tune.tuner import TuneSetup, tune
 
 
@@ -225,3 +236,35 @@ def test_a_tune_over_days_of_ten_second_history_stays_within_its_bound():
     # matrices of the whole run (over a GiB here); the estimate a budget is checked against covers it.
     assert peak < 8 * blocks.BLOCK_BYTES + 1_000 * points
     assert peak < estimate
+
+
+def _scaler_spec(resolution: str, lead: str, horizon: str | None = None) -> PredictiveScalerSpec:
+    wire: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "signal": {"prometheus": {"address": "http://prometheus:9090", "query": "x"}, "resolution": resolution},
+        "capacity": {"perReplica": 10},
+        "leadTime": {"static": lead},
+        "policy": {"maxReplicas": 10},
+    }
+    if horizon is not None:
+        wire["forecast"] = {"horizon": horizon}
+    return parse(PredictiveScalerSpec, wire, path="spec")
+
+
+@pytest.mark.parametrize("resolution", ["5m", "1m", "15s", "5s"])
+def test_a_chunk_keeps_every_decision_down_to_five_seconds_at_a_five_minute_lead(resolution):
+    spec = _scaler_spec(resolution, "5m")
+    assert decisions_per_chunk(spec, signal_specs(spec)[0], timedelta(minutes=5), None, TARGET_QUANTILES) == CHUNK
+
+
+def test_a_long_horizon_holds_fewer_decisions_a_chunk_within_its_bytes():
+    from presage_scaler.backtest.replay import (
+        CHUNK,
+        decisions_per_chunk,
+    )
+
+    spec = _scaler_spec("1s", "5m", horizon="2h")
+    held = decisions_per_chunk(spec, signal_specs(spec)[0], timedelta(minutes=5), None, TARGET_QUANTILES)
+    per_decision = 7200 * (len(quantile_levels(spec, TARGET_QUANTILES)) + 1) * FORECAST_VALUE_BYTES
+    assert 1 <= held < CHUNK
+    assert held * per_decision <= CHUNK_BYTES < (held + 1) * per_decision
