@@ -10,7 +10,7 @@ replay's counts, one small integer per decision and candidate. The estimate is
            + (jobs - 1) · (WORKER_BYTES + points · WORKER_POINT_BYTES)
            + decisions · candidates · COUNT_BYTES
 
-where :data:`~presage_scaler.backtest.replay.CHUNK_BYTES` bounds one chunk of decisions' forecasts
+where :data:`CHUNK_BYTES` bounds one chunk of decisions' forecasts
 (fewer decisions a chunk where the horizon is long), and a run whose estimate exceeds its budget is
 refused with :class:`MemoryBudgetError` before it reads or allocates, rather than failing with a
 MemoryError (or being OOM-killed) part way.
@@ -23,7 +23,6 @@ from datetime import timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.replay import CHUNK_BYTES
 
 MiB = 2**20
 
@@ -37,6 +36,14 @@ PROCESS_BYTES = 280 * MiB
 the row blocks' temporaries at their budget, a few BLOCK_BYTES each for the forecasting and the
 measurement. Checked by ``tests/unit/test_memory_bounds.py`` (a tune's traced peak stays under the
 estimate) and by the peaks stated in ``charts/presage/values.yaml``."""
+
+CHUNK_BYTES = 256 * MiB
+"""The most one chunk of decisions' forecasts may take (:mod:`presage_scaler.backtest.replay`): a chunk
+holds fewer than its usual :data:`~presage_scaler.backtest.replay.CHUNK` decisions where their horizon
+is long (a fine resolution, a long ``forecast.horizon``), so that memory does not grow with the
+horizon. Down to 5-second resolution at a 5-minute lead time a chunk keeps CHUNK decisions, as every
+trace of ``benchmarks/bench_backtest.py`` and ``benchmarks/bench_tune.py`` does
+(``tests/unit/test_memory_bounds.py``)."""
 
 WORKER_BYTES = 256 * MiB
 """Each further forecasting process (``--jobs``): an interpreter of its own with the same modules and

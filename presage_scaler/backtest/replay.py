@@ -35,6 +35,7 @@ import numpy as np
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.backtest.memory import CHUNK_BYTES
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.engine.calibration import (
     BAND_LEVELS,
@@ -63,13 +64,6 @@ CHUNK = 1024
 forecasts, for calibration) repeat from one decision to the next and are computed once per chunk, so a
 chunk near a day of one-minute decisions computes each about twice; 256 cost a quarter more CPU, 4,096
 no less (the CPU per scaler of ``benchmarks/bench_tune.py``)."""
-
-CHUNK_BYTES = 256 * 2**20
-"""The most a chunk's forecasts may take: a chunk holds fewer than :data:`CHUNK` decisions where their
-horizon is long (a fine resolution, a long ``forecast.horizon``), so that memory does not grow with
-the horizon (:mod:`presage_scaler.backtest.memory` counts it). Down to 5-second resolution at a
-5-minute lead time a chunk keeps CHUNK decisions, as every trace of ``benchmarks/bench_backtest.py``
-and ``benchmarks/bench_tune.py`` does (``tests/unit/test_memory_bounds.py``)."""
 
 FORECAST_VALUE_BYTES = 24
 """Bytes a chunk takes per forecast value (one step of the point forecast or of one quantile): the

@@ -19,6 +19,7 @@ from presage_scaler.backends.base import ForecastRequest, HindcastRequest, Histo
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, backend_spec
 from presage_scaler.backtest.memory import (
+    CHUNK_BYTES,
     DEFAULT_MEMORY_BUDGET,
     Footprint,
     MemoryBudgetError,
@@ -27,7 +28,6 @@ from presage_scaler.backtest.memory import (
 )
 from presage_scaler.backtest.replay import (
     CHUNK,
-    CHUNK_BYTES,
     FORECAST_VALUE_BYTES,
     decisions_per_chunk,
     quantile_levels,
