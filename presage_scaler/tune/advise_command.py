@@ -55,10 +55,9 @@ run. The last line on stdout always counts what was done:
 "shard I of N: A advised, F failed, D not due, W waiting for history".
 
 Exit status: 0 when every due scaler was advised (its status.advice written with a verdict) or waits
-for history; 1 when
-any scaler failed (the reason in its status.advice.error and on stdout, also when even that could not
-be written) or the scalers could not all be listed (those listed were still advised); 2 for a bad
-flag or ${INDEX_VARIABLE}.
+for history; 1 when any scaler failed (the reason in its status.advice.error and on stdout, also when
+even that could not be written) or the scalers could not all be listed (those listed were still
+advised); 2 for a bad flag or ${INDEX_VARIABLE}.
 """
 
 

@@ -233,15 +233,15 @@ def _passes(
         the_plan = _plan(trace, parse(PredictiveScalerSpec, wire, path="spec"), setup, forecaster.backend_spec())
         found = _Pass(forecaster, wire, the_plan)
         total = len(the_plan.schedule.decisions(len(trace)))
+        # The feed forecasts its decisions in chunks that must be the same as the whole run's: a
+        # chunk's numbers depend on the order of additions over its members' histories.
+        chunk = decisions_per_chunk(
+            the_plan.spec, the_plan.signal_spec, the_plan.lead.value, the_plan.backend.max_horizon, levels
+        )
         for earlier in passes:
             if (earlier.forecaster.season, earlier.forecaster.cycles) != (forecaster.season, forecaster.cycles):
                 continue
             shared = shared_decisions(the_plan, points_read(the_plan), points_read(earlier.plan))
-            # The feed forecasts its decisions in chunks that must be the same as the whole run's: a
-            # chunk's numbers depend on the order of additions over its members' histories.
-            chunk = decisions_per_chunk(
-                the_plan.spec, the_plan.signal_spec, the_plan.lead.value, the_plan.backend.max_horizon, levels
-            )
             skip = shared if shared == total else shared // chunk * chunk
             if skip > found.skip:
                 found = replace(found, skip=skip, reuse=earlier.forecaster)

@@ -195,7 +195,7 @@ class KubeClient:
                 data=data,
                 headers=headers,
                 server_hostname=self.config.tls_server_name,
-                trace_request_ctx={_FENCE: fence, _REQUEST: f"{method} {path}"} if fence else None,
+                trace_request_ctx=_FencedRequest(fence, method, path) if fence else None,
             ) as response:
                 payload = await response.read()
                 status = response.status
@@ -325,8 +325,13 @@ class KubeClient:
         return self._discovered[key]
 
 
-_FENCE = "fence"
-_REQUEST = "request"
+@dataclass(frozen=True)
+class _FencedRequest:
+    """A fenced request, as its trace hooks see it."""
+
+    fence: Fence
+    method: str
+    path: str
 
 
 def _fencing() -> aiohttp.TraceConfig:
@@ -336,9 +341,8 @@ def _fencing() -> aiohttp.TraceConfig:
 
     async def check(_session: aiohttp.ClientSession, context: SimpleNamespace, _params: object) -> None:
         request = context.trace_request_ctx
-        if request and not request[_FENCE]():
-            method, _, path = request[_REQUEST].partition(" ")
-            raise Fenced(method, path)
+        if isinstance(request, _FencedRequest) and not request.fence():
+            raise Fenced(request.method, request.path)
 
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(check)
