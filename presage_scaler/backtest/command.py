@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,6 +40,62 @@ def _typed(parse: Callable[[str], object]) -> Callable[[str], object]:
     return convert
 
 
+def parse_flag_duration(text: str) -> timedelta:
+    """A duration flag's value. A negative one is refused with the positive duration it most likely
+    meant, since no duration flag takes a negative (``main``'s parser hands ``--lead-time -5m`` to
+    the flag rather than reading ``-5m`` as another flag)."""
+    if text.startswith("-"):
+        magnitude = text.removeprefix("-")
+        try:
+            parse_duration(magnitude)
+        except ValueError:
+            magnitude = "5m"
+        raise ValueError(f"must be a positive duration such as {magnitude}; got {text!r}")
+    return parse_duration(text)
+
+
+DURATION = _typed(parse_flag_duration)
+"""The argparse type of every duration flag."""
+
+
+def out_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot be the directory the results go into (created if missing), or None: a file
+    where the directory or one above it would be, or a directory the user may not write in."""
+    try:
+        existing = next(path for path in (out, *out.parents) if path.exists())
+    except OSError as err:
+        return f"--out {out}: cannot look at {err.filename} ({err.strerror}); give a directory you can write to"
+    if not existing.is_dir():
+        if existing == out:
+            return f"--out {out} is a file; give a directory (it is created if missing)"
+        return f"--out {out}: {existing} is a file, not a directory; give a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out}: no permission to write in {existing}; give a directory you can write to"
+    return None
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that cannot hold the results before the run spends any time."""
+    problem = out_problem(out)
+    if problem is not None:
+        raise BacktestError(problem)
+
+
+@contextmanager
+def writing_into(out: Path) -> Iterator[None]:
+    """Create ``--out`` and write into it; a failure to do either is a :class:`BacktestError` naming
+    the flag and the path (never a bare ``[Errno 17] File exists``)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        yield
+    except OSError as err:
+        reason = "no permission" if isinstance(err, PermissionError) else err.strerror
+        raise BacktestError(
+            out_problem(out)
+            or f"--out {out}: cannot write {err.filename or out} ({reason}); give a directory you can write to"
+        ) from None
+
+
 def add_memory_argument(parser: argparse.ArgumentParser) -> None:
     """``--memory-budget``, the bytes a run may take (:mod:`presage_scaler.backtest.memory`)."""
     parser.add_argument(
@@ -57,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
     parser.add_argument(
         "--resample",
-        type=_typed(parse_duration),
+        type=DURATION,
         metavar="STEP",
         help="for a TRACE whose timestamps are not on a regular grid: move each row to the nearest multiple of "
         "STEP (e.g. 5m: :00, :05, ...) and average the rows that meet there",
@@ -65,17 +123,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--per-replica", type=_typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
     )
-    parser.add_argument(
-        "--lead-time", type=_typed(parse_duration), help="how long a new pod takes to become ready, e.g. 5m"
-    )
+    parser.add_argument("--lead-time", type=DURATION, help="how long a new pod takes to become ready, e.g. 5m")
     parser.add_argument(
         "--interval",
-        type=_typed(parse_duration),
+        type=DURATION,
         help="time between decisions (default: 1m, or the trace step if coarser; rounded up to whole steps)",
     )
     parser.add_argument(
         "--warmup",
-        type=_typed(parse_duration),
+        type=DURATION,
         default=DEFAULT_WARMUP,
         help="leading time not counted in the metrics, e.g. 7d or 36h (default: 7d)",
     )
@@ -87,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reactive-headroom", type=_typed(parse_amount), help="the reactive HPA's headroom (default: policy.headroom)"
     )
     parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
-    parser.add_argument("--season", type=_typed(parse_duration), help="SeasonalNaive season, e.g. 24h or 7d")
+    parser.add_argument("--season", type=DURATION, help="SeasonalNaive season, e.g. 24h or 7d")
     parser.add_argument("--cycles", type=int, help="SeasonalNaive cycles")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
     add_memory_argument(parser)
@@ -96,7 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--query", help="PromQL returning exactly one series")
     source.add_argument("--start", help="ISO-8601 or Unix seconds")
     source.add_argument("--end", help="ISO-8601 or Unix seconds")
-    source.add_argument("--step", type=_typed(parse_duration), default=timedelta(minutes=1), help="default: 1m")
+    source.add_argument("--step", type=DURATION, default=timedelta(minutes=1), help="default: 1m")
 
 
 def run(args: argparse.Namespace) -> int:

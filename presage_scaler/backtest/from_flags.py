@@ -14,6 +14,7 @@ from pathlib import Path
 from presage_scaler.api.parse import SpecError
 from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backends.base import BackendError
+from presage_scaler.backtest.command import check_out, writing_into
 from presage_scaler.backtest.config import (
     Overrides,
     backend_beside,
@@ -78,16 +79,17 @@ def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
 
 def run_from_flags(args: argparse.Namespace) -> int:
     """Run the backtest the flags describe; 2 with one line on stderr when it cannot run."""
+    out: Path = args.out
     try:
+        check_out(out)
         with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
             trace = _trace(args)
             Footprint(len(trace), trace.step).check(args.memory_budget)
             result = run_backtest(trace, _setup(args, trace), progress)
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        write_summary(result, out / "summary.json")
-        write_decisions(result, out / "decisions.csv")
-        write_report(result, out / "report.html")
+        with writing_into(out):
+            write_summary(result, out / "summary.json")
+            write_decisions(result, out / "decisions.csv")
+            write_report(result, out / "report.html")
     except (BacktestError, SpecError, HorizonError, BackendError, PrometheusError, OSError) as err:
         print(f"presage backtest: {err}", file=sys.stderr)
         return 2

@@ -6,7 +6,9 @@ import argparse
 import os
 import signal
 import sys
+import tomllib
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,28 +43,81 @@ def _cmd_backtest(args: argparse.Namespace) -> int:
     return backtest_command.run(args)
 
 
+DISTRIBUTION = "presage-scaler"
+"""The name presage is installed under (pyproject.toml's ``project.name``)."""
+
+
+def version() -> str:
+    """The installed version, from the package metadata; in a source checkout that was never installed,
+    pyproject.toml's version, said to be so."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        root = checkout_of(PACKAGE)
+        if root is None:
+            return "unknown (not installed as a package)"
+        with (root / "pyproject.toml").open("rb") as handle:
+            return f"{tomllib.load(handle)['project']['version']} (source checkout {root}, not installed)"
+
+
 class _Parser(argparse.ArgumentParser):
-    """Bad flags are refused in one line that names the command and the flag, exit 2."""
+    """Bad flags are refused in one line that names the command and the flag, exit 2.
+
+    A flag's value may start with a dash (``--lead-time -5m``, ``--query -rate(x)``): argparse alone
+    would take it for another flag and answer "expected one argument", which hides the real mistake.
+    Such a value is attached to its flag (``--lead-time=-5m``), so the flag's own check says what is
+    wrong with it. A value is attached only where it cannot be a flag of this command: it starts with
+    one dash, is not ``-`` (stdin), and does not begin with one of the command's short flags.
+    """
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        given = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self._attach_dash_values(given), namespace)
+
+    def _attach_dash_values(self, args: list[str]) -> list[str]:
+        attached: list[str] = []
+        index = 0
+        while index < len(args):
+            token = args[index]
+            if token == "--":  # everything after it is positional
+                return attached + args[index:]
+            action = self._option_string_actions.get(token)
+            takes_one_value = action is not None and action.nargs is None
+            if takes_one_value and index + 1 < len(args) and self._is_dash_value(args[index + 1]):
+                attached.append(f"{token}={args[index + 1]}")
+                index += 2
+            else:
+                attached.append(token)
+                index += 1
+        return attached
+
+    def _is_dash_value(self, token: str) -> bool:
+        return (
+            len(token) > 1
+            and token.startswith("-")
+            and not token.startswith("--")
+            and token[:2] not in self._option_string_actions
+        )
+
+
+SCALEDOBJECT_DESCRIPTION = """\
+Print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage: an external trigger
+on presage's gRPC service (--scaler-address), with KEDA's fallback to hold the replicas while presage
+cannot answer. It reads the PredictiveScaler from the cluster (NAME, -n), or with -f from a YAML
+file or stdin without a cluster (a GitOps pipeline). Apply what it prints with kubectl apply -f -.
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
+    """The commands a user runs first, in the order they meet them; the developers' ``crds`` last."""
     parser = _Parser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    crds = commands.add_parser(
-        "crds",
-        help="generate crds/, the chart's CRD templates and docs/api-reference.md from the API declaration",
-        description="Generate crds/, charts/presage/templates/crds/ and docs/api-reference.md from the API "
-        "declaration. "
-        "They are written into the source checkout presage runs from, or under --out; an installed presage "
-        "(not a checkout) needs --out.",
-    )
-    crds.add_argument("--out", type=Path, help="directory to write under (default: the checkout presage runs from)")
-    crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
-    crds.set_defaults(func=_cmd_crds)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     backtest = commands.add_parser(
         "backtest", help="replay a demand trace through presage and compare it with reactive scaling and an oracle"
@@ -82,17 +137,33 @@ def build_parser() -> argparse.ArgumentParser:
     advise_command.add_arguments(advise)
     advise.set_defaults(func=advise_command.run)
 
+    scaledobject = commands.add_parser(
+        "scaledobject",
+        help="print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage",
+        description=SCALEDOBJECT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scaledobject_command.add_arguments(scaledobject)
+    scaledobject.set_defaults(func=scaledobject_command.run)
+
     run = commands.add_parser(
         "run", help="run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"
     )
     run_command.add_arguments(run)
     run.set_defaults(func=run_command.run)
 
-    scaledobject = commands.add_parser(
-        "scaledobject", help="print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage"
+    crds = commands.add_parser(
+        "crds",
+        help="(for presage's developers) regenerate the CRDs and docs/api-reference.md from the API declaration",
+        description="For presage's developers: generate crds/, charts/presage/templates/crds/ and "
+        "docs/api-reference.md from the API declaration in presage_scaler/api/. "
+        "They are written into the source checkout presage runs from, or under --out; an installed presage "
+        "(not a checkout) needs --out. Users install the CRDs with the Helm chart, or "
+        "kubectl apply --server-side -f crds/.",
     )
-    scaledobject_command.add_arguments(scaledobject)
-    scaledobject.set_defaults(func=scaledobject_command.run)
+    crds.add_argument("--out", type=Path, help="directory to write under (default: the checkout presage runs from)")
+    crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
+    crds.set_defaults(func=_cmd_crds)
     return parser
 
 

@@ -14,8 +14,24 @@ from presage_scaler.serving.grpc_server import TLSConfig
 from presage_scaler.serving.http_server import TLSFiles
 from presage_scaler.serving.keda import StalenessBound
 
+DESCRIPTION = """\
+Run the scaler process: watch PredictiveScalers and ForecastBackends, evaluate each scaler every
+spec.interval, and write its status, conditions and Events. It serves KEDA's external scaler over
+gRPC (--grpc-port, 9090), the Agones FleetAutoscaler webhook and /metrics over HTTP (--http-port,
+8080), and /healthz, /readyz and /metrics for probes on --health-port (8081).
+
+It needs the Kubernetes API, through --kubeconfig, else $KUBECONFIG, else the service account of
+the pod it runs in (the Helm chart grants what it needs), else ~/.kube/config. Replicas elect a leader
+with a Lease (in --lease-namespace; default: the pod's namespace, or the kubeconfig context's), and
+only the leader evaluates; --no-leader-elect runs one replica without a Lease. It runs until SIGTERM
+or SIGINT (exit 0). See docs/controller.md.
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run subcommand's flags."""
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--namespaces", default="", help="comma-separated namespaces to watch (default: all namespaces)"

@@ -10,10 +10,10 @@ import os
 import sys
 from datetime import UTC, datetime, timedelta
 
-from presage_scaler.api.quantities import format_duration, parse_duration
+from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import extra
 from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.command import add_memory_argument
+from presage_scaler.backtest.command import add_memory_argument, parse_flag_duration
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.tune.command import add_split_arguments
@@ -73,7 +73,7 @@ def _shard_index(raw: str) -> int:
 
 
 def _deadline(raw: str) -> timedelta:
-    deadline = parse_duration(raw)
+    deadline = parse_flag_duration(raw)
     if deadline <= timedelta(0):
         raise ValueError(f"the deadline {raw!r} must be more than 0s")
     return deadline

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backtest import extra
+from presage_scaler.backtest.command import DURATION, add_memory_argument
 from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.command import add_memory_argument
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.kube import config as kube_config
@@ -31,7 +31,8 @@ replaying each candidate through the same simulator and decision code as `presag
 It chooses on the earlier part of the trace and reports the chosen spec on a later part it never
 looked at (by default the last 7 days), beside your spec's and a reactive HPA's figures there.
 Writes spec.yaml (apply it; `presage backtest TRACE --spec spec.yaml` replays it), tune.json (every
-candidate) and report.html to --out.
+candidate) and tune.html to --out; none of them is a file `presage backtest` writes, so one --out
+can hold both commands' results.
 
 The starting spec is --spec, or the API's defaults with --per-replica and --lead-time, or with
 --scaler NAME a PredictiveScaler read from the cluster together with its signal's history.
@@ -55,18 +56,37 @@ def parse_percent(text: str) -> float:
     return value
 
 
+def percent_flag(flag: str) -> Callable[[str], object]:
+    """The argparse type of a percentage flag (:func:`parse_percent`). A bare number below 1 is read as
+    a percentage, as documented, but with a warning on stderr: ``--slo 0.01`` is far more often the
+    fraction 0.01 (1 %) written the way many SLO tools take it than a deliberate 0.01 %."""
+
+    def convert(text: str) -> float:
+        value = parse_percent(text)
+        if value < 1 and not text.strip().endswith("%"):
+            print(
+                f"presage tune: warning: {flag} {text} means {value:g} % (a number without % is a percentage); "
+                f"for {100 * value:g} % write {flag} {100 * value:g}%, and write {flag} {value:g}% to keep "
+                f"{value:g} % without this warning",
+                file=sys.stderr,
+            )
+        return value
+
+    return typed(convert)
+
+
 def add_split_arguments(parser: argparse.ArgumentParser, history: str) -> None:
     """``--warmup`` and ``--holdout``: how ``history`` is cut into the warm-up, the part chosen on and
     the part held out (:mod:`presage_scaler.tune.split`); ``presage tune`` and ``presage advise`` share them."""
     parser.add_argument(
         "--warmup",
-        type=typed(parse_duration),
+        type=DURATION,
         default=DEFAULT_WARMUP,
         help=f"leading time of {history} counted in neither part, e.g. 7d (default: 7d)",
     )
     parser.add_argument(
         "--holdout",
-        type=typed(parse_duration),
+        type=DURATION,
         help=f"how much of the end of {history} to hold out (default: 7d, less when it is short)",
     )
 
@@ -79,26 +99,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
     parser.add_argument(
         "--resample",
-        type=typed(parse_duration),
+        type=DURATION,
         metavar="STEP",
         help="for a TRACE whose timestamps are not on a regular grid: move each row to the nearest multiple of "
         "STEP (e.g. 5m: :00, :05, ...) and average the rows that meet there",
     )
     parser.add_argument(
-        "--slo", type=typed(parse_percent), required=True, help="most under-provisioned time allowed, e.g. 1%%"
+        "--slo",
+        type=percent_flag("--slo"),
+        required=True,
+        help="most under-provisioned time allowed, in percent, e.g. 1%%; a bare number is a percentage too "
+        "(0.01 is 0.01 %%, not 1 %%: below 1 it is warned about)",
     )
     parser.add_argument(
-        "--slo-unserved", type=typed(parse_percent), help="most unserved demand allowed too, e.g. 0.1%%"
+        "--slo-unserved",
+        type=percent_flag("--slo-unserved"),
+        help="most unserved demand allowed too, in percent, e.g. 0.1%%",
     )
     parser.add_argument(
         "--per-replica", type=typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
     )
-    parser.add_argument(
-        "--lead-time", type=typed(parse_duration), help="how long a new pod takes to become ready, e.g. 5m"
-    )
-    parser.add_argument(
-        "--interval", type=typed(parse_duration), help="time between decisions (default: the spec's, or 1m)"
-    )
+    parser.add_argument("--lead-time", type=DURATION, help="how long a new pod takes to become ready, e.g. 5m")
+    parser.add_argument("--interval", type=DURATION, help="time between decisions (default: the spec's, or 1m)")
     parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
     add_split_arguments(parser, "the trace")
     parser.add_argument("--spec", type=Path, help="starting PredictiveScaler YAML (whole object or just its spec)")
@@ -113,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--query", help="PromQL returning exactly one series")
     source.add_argument("--start", help="ISO-8601 or Unix seconds")
     source.add_argument("--end", help="ISO-8601 or Unix seconds")
-    source.add_argument("--step", type=typed(parse_duration), default=timedelta(minutes=1), help="default: 1m")
+    source.add_argument("--step", type=DURATION, default=timedelta(minutes=1), help="default: 1m")
     live = parser.add_argument_group(
         "tuning a PredictiveScaler in the cluster (its spec, backend and query; --prometheus replaces the "
         "query's address when it is not reachable from here)"
@@ -122,7 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's)")
     live.add_argument(
         "--lookback",
-        type=typed(parse_duration),
+        type=DURATION,
         default=DEFAULT_LOOKBACK,
         help="how much of its signal's history to read, ending now (default: 28d)",
     )

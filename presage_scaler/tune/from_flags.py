@@ -17,6 +17,7 @@ from typing import Any
 from presage_scaler.api.parse import SpecError
 from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backends.base import BackendError
+from presage_scaler.backtest.command import check_out, writing_into
 from presage_scaler.backtest.config import (
     Overrides,
     backend_beside,
@@ -115,17 +116,23 @@ def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
     )
 
 
+REPORT = "tune.html"
+"""The tune report's file name: not ``presage backtest``'s report.html, so that one --out can hold both
+commands' files (tune after a backtest with the same flags overwrites nothing of it)."""
+
+
 def _write(result: TuneResult, start: Start, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    write_spec(result, start.metadata, out / "spec.yaml", placeholders=start.spec is None)
-    write_document(result, out / "tune.json")
-    write_report(result, out / "report.html", start.metadata)
+    with writing_into(out):
+        write_spec(result, start.metadata, out / "spec.yaml", placeholders=start.spec is None)
+        write_document(result, out / "tune.json")
+        write_report(result, out / REPORT, start.metadata)
 
 
 def run_from_flags(args: argparse.Namespace) -> int:
     """Tune as the flags say; 2 with one line on stderr when it cannot run, HELD_OUT_FAILED when the chosen
     spec failed the held-out check (:mod:`presage_scaler.tune.held_out`)."""
     try:
+        check_out(args.out)
         with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
             start = _start(args)
             result = tune(start.trace, _setup(args, start), progress)
@@ -134,5 +141,5 @@ def run_from_flags(args: argparse.Namespace) -> int:
         print(f"presage tune: {err}", file=sys.stderr)
         return 2
     print(table(result))
-    print(f"\nwrote {args.out / 'spec.yaml'}, {args.out / 'tune.json'} and {args.out / 'report.html'}")
+    print(f"\nwrote {args.out / 'spec.yaml'}, {args.out / 'tune.json'} and {args.out / REPORT}")
     return HELD_OUT_FAILED if check(result).failed else 0

@@ -1,4 +1,4 @@
-"""presage tune's report in a real browser: headless Chromium opens report.html from disk, with no
+"""presage tune's report in a real browser: headless Chromium opens tune.html from disk, with no
 network, and both plots draw their series with titled axes."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 
 from presage_scaler.cli.main import main
 from presage_scaler.tune.command import HELD_OUT_FAILED
+from presage_scaler.tune.from_flags import REPORT
 from tests.harness.chromium import open_page
 from tests.integration.test_report_browser import EXAMPLE, PROBE
 
@@ -21,7 +22,7 @@ def report(tmp_path: Path) -> Path:
     argv = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--slo", "1%", "--jobs", "1", "--no-progress"]
     # Tuned either way: the example's choice fails the held-out check (status 3), the report is written.
     assert main(["tune", *argv, "--out", str(tmp_path)]) in (0, HELD_OUT_FAILED)
-    return tmp_path / "report.html"
+    return tmp_path / REPORT
 
 
 async def test_both_plots_draw_with_titled_axes_no_script_error_and_no_request(report: Path) -> None:

@@ -288,7 +288,7 @@ def test_a_trace_whose_held_out_days_differ_fails_the_check_and_exits_3(tmp_path
     assert found["failed"] and found["missed_slo"]
     assert document["chosen"]["held_out"]["under_provisioned_pct"] > 1.0
     assert found["message"].startswith("Held out, the chosen spec missed the service level")
-    report = (out / "report.html").read_text()
+    report = (out / "tune.html").read_text()
     assert escape(found["message"]) in report
     header = [line[2:] for line in (out / "spec.yaml").read_text().splitlines() if line.startswith("# ")]
     assert found["message"] in " ".join(header)
@@ -322,7 +322,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, trace: Trace) -> tuple[Path, P
 
 def test_the_three_files_are_written(run):
     _, out = run
-    assert {p.name for p in out.iterdir()} == {"spec.yaml", "tune.json", "report.html"}
+    assert {p.name for p in out.iterdir()} == {"spec.yaml", "tune.json", "tune.html"}
     document = json.loads((out / "tune.json").read_text())
     assert document["split"]["held_out"] == "120h"
     assert document["slo"] == {"under_provisioned_pct": 1.0, "unserved_pct": None}
@@ -334,7 +334,7 @@ def test_the_three_files_are_written(run):
         assert (figures["under_provisioned_spells"] == 0) == (figures["under_provisioned_pct"] == 0)
     assert document["chosen"] in document["candidates"]
     assert document["reactive"]["held_out"]["under_provisioned_pct"] > 1.0
-    report = (out / "report.html").read_text()
+    report = (out / "tune.html").read_text()
     assert "held out: the check" in report and "starting spec" in report
     spells = document["chosen"]["in_sample"]["under_provisioned_spells"]
     judged = f"in-sample under-provisioned in {spells} spell" if spells else "never under-provisioned in-sample"
