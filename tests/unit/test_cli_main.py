@@ -15,6 +15,7 @@ import pytest
 
 from presage_scaler.cli import main as cli
 from presage_scaler.cli.main import build_parser, main
+from presage_scaler.tune.command import HELD_OUT_FAILED
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "nab_elb_request_count_5m.csv"
@@ -216,3 +217,17 @@ def test_an_out_where_writing_is_not_allowed_says_so(capsys):
     assert code == 2
     assert err.startswith(f"presage backtest: --out {out}: ") and err.count("\n") == 1, err
     assert "no permission" in err and err.endswith("give a directory you can write to\n"), err
+
+
+def test_tune_after_a_backtest_with_the_same_out_overwrites_none_of_its_files(capsys, tmp_path):
+    """The README's ELB example: a backtest, then `presage tune` "with the same arguments"."""
+    shared = tmp_path / "out-elb"
+    flags = ["--per-replica", "20", "--lead-time", "5m", "--warmup", "2d", "--no-progress", "--out", str(shared)]
+    assert main(["backtest", str(EXAMPLE), *flags]) == 0
+    backtest = {path.name: path.read_bytes() for path in shared.iterdir()}
+    assert set(backtest) == {"summary.json", "decisions.csv", "report.html"}
+    code, out, _ = exit_of(capsys, "tune", str(EXAMPLE), *flags, "--slo", "1%", "--jobs", "1")
+    assert code in (0, HELD_OUT_FAILED)  # whether the choice held up held out is test_tune's matter
+    assert {path.name for path in shared.iterdir()} == {*backtest, "spec.yaml", "tune.json", "tune.html"}
+    assert {name: (shared / name).read_bytes() for name in backtest} == backtest
+    assert f"wrote {shared / 'spec.yaml'}, {shared / 'tune.json'} and {shared / 'tune.html'}" in out
