@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from tests.harness.helm import CHART, Helm, ensure_helm
+from tests.harness.helm import CHART, IMAGE_FLAGS, Helm, ensure_helm
 from tests.harness.keda import Keda, ensure_keda_binaries
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.kube_controllers import KubeControllerManager, ensure_controller_manager
@@ -67,7 +67,15 @@ def start_autoscaling(
         keda.start()
         helm = Helm(ensure_helm(), plane.workdir / "helm", plane.kubeconfig)
         values = [f"--set={key}={value}" for key, value in chart_values.items()]
-        helm("install", RELEASE, str(CHART), f"--namespace={PRESAGE_NAMESPACE}", "--create-namespace", *values)
+        helm(
+            "install",
+            RELEASE,
+            str(CHART),
+            f"--namespace={PRESAGE_NAMESPACE}",
+            "--create-namespace",
+            *IMAGE_FLAGS,
+            *values,
+        )
         rendered = helm("get", "manifest", RELEASE, f"--namespace={PRESAGE_NAMESPACE}").stdout
         presage = PresageScaler(plane, list(yaml.safe_load_all(rendered)), PRESAGE_NAMESPACE, plane.workdir / "presage")
         cleanup.callback(presage.stop)

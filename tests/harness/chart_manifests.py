@@ -1,12 +1,14 @@
 """The kustomize manifests in ``manifests/`` are generated from the Helm chart, so the two cannot drift.
 
 Each generated file is one chart template rendered by the real ``helm template`` with the chart's
-default values (the forecaster's with ``forecaster.enabled=true``) as release ``presage`` in namespace
-``presage-system``, labels included: with the ownership annotations ``kustomization.yaml`` adds, they
-are what ``helm install presage charts/presage -n presage-system`` checks before taking a kustomize
-install over, and the selectors match the chart's. Comments in the templates come through. What the
-chart has no template for stays hand-written: ``namespace.yaml``, the kustomizations and the ownership
-transformer, ``examples/`` and ``forecaster/weights-loader.yaml``; the CRDs are ``crds/``.
+default values (the forecaster's with ``forecaster.enabled=true``) and the images at the placeholder
+registry the docs use (:data:`tests.harness.helm.IMAGES`; an overlay's ``images:`` entry points them
+at yours) as release ``presage`` in namespace ``presage-system``, labels included: with the ownership
+annotations ``kustomization.yaml`` adds, they are what ``helm install presage charts/presage -n
+presage-system`` checks before taking a kustomize install over, and the selectors match the chart's.
+Comments in the templates come through. What the chart has no template for stays hand-written:
+``namespace.yaml``, the kustomizations and the ownership transformer, ``examples/`` and
+``forecaster/weights-loader.yaml``; the CRDs are ``crds/``.
 
 Regenerate after changing the chart (builds helm on first use)::
 
@@ -22,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.harness.helm import CHART, Helm, ensure_helm
+from tests.harness.helm import CHART, IMAGE_FLAGS, Helm, ensure_helm
 
 REPO = CHART.parents[1]
 RELEASE = "presage"
@@ -58,14 +60,16 @@ def _by_template(rendered: str) -> dict[str, list[str]]:
 
 def render_manifests(helm: Helm) -> dict[str, str]:
     """Repository-relative path -> content of every generated manifest."""
-    rendered = helm("template", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--set=forecaster.enabled=true")
+    rendered = helm(
+        "template", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--set=forecaster.enabled=true", *IMAGE_FLAGS
+    )
     documents = _by_template(rendered.stdout)
     files = {}
     for path, template in GENERATED.items():
         if template not in documents:
             raise KeyError(f"helm template rendered nothing for {template}")
         header = (
-            f"# Generated from charts/presage/{template} (default values) by\n"
+            f"# Generated from charts/presage/{template} (default values, images at registry.example.com) by\n"
             "# `python -m tests.harness.chart_manifests`: edit the chart, then regenerate.\n"
         )
         files[path] = header + "---\n".join(documents[template])

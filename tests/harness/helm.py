@@ -18,6 +18,14 @@ from tests.harness.kube import KubeHarnessError
 HELM_MODULE = "helm.sh/helm/v4"
 HELM_VERSION = "v4.3.2"
 CHART = Path(__file__).resolve().parents[2] / "charts" / "presage"
+IMAGES = {
+    "scaler.image.repository": "registry.example.com/presage-scaler",
+    "forecaster.image.repository": "registry.example.com/presage-forecaster",
+    "advise.image.repository": "registry.example.com/presage-advise",
+}
+"""The image repositories the chart requires (no registry publishes presage's images), as the docs
+write them: every render and install passes them."""
+IMAGE_FLAGS = [f"--set={value}={repository}" for value, repository in IMAGES.items()]
 
 
 class HelmHarnessError(KubeHarnessError):

@@ -20,7 +20,7 @@ import yaml
 from presage_scaler.cli.main import build_parser
 from presage_scaler.tune.advise_command import DEFAULT_DEADLINE
 from tests.harness.chart_manifests import stale_manifests
-from tests.harness.helm import CHART, Helm, ensure_helm
+from tests.harness.helm import CHART, IMAGE_FLAGS, IMAGES, Helm, ensure_helm
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.presage_process import scaler_pod
 
@@ -144,7 +144,9 @@ def set_flags(values: dict[str, str]) -> list[str]:
 
 
 def render(helm: Helm, values: dict[str, str], *extra: str) -> Objects:
-    out = helm("template", "presage", str(CHART), f"--namespace={NAMESPACE}", *set_flags(values), *extra).stdout
+    out = helm(
+        "template", "presage", str(CHART), f"--namespace={NAMESPACE}", *IMAGE_FLAGS, *set_flags(values), *extra
+    ).stdout
     return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
 
 
@@ -183,7 +185,7 @@ RELEASE_OWNED = ("Helm", "presage", NAMESPACE)
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_lint_is_clean(helm: Helm, variant: str) -> None:
-    result = helm("lint", "--strict", str(CHART), *set_flags(VARIANTS[variant]))
+    result = helm("lint", "--strict", str(CHART), *IMAGE_FLAGS, *set_flags(VARIANTS[variant]))
     assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
 
 
@@ -208,6 +210,32 @@ def test_a_misspelt_or_mistyped_value_fails_before_anything_renders(helm: Helm, 
     for command in (["lint", "--strict", str(CHART)], ["template", "presage", str(CHART)]):
         result = helm(*command, f"--set={flag}", check=False)
         assert result.returncode != 0 and error in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("enabled", "value", "build"),
+    [
+        ((), "scaler.image.repository", "Dockerfile.scaler"),
+        (("forecaster.enabled",), "forecaster.image.repository", "Dockerfile.forecaster"),
+        (("advise.enabled",), "advise.image.repository", "Dockerfile.scaler with --build-arg EXTRAS='[backtest]'"),
+    ],
+)
+def test_an_image_repository_left_unset_fails_saying_what_to_build_and_set(
+    helm: Helm, enabled: tuple[str, ...], value: str, build: str
+) -> None:
+    """No registry publishes presage's images, so the chart names none: template and install stop at
+    the first image without a repository, with the value to set and how to build the image."""
+    others = [flag for flag in IMAGE_FLAGS if not flag.startswith(f"--set={value}=")]
+    flags = [*others, *(f"--set={switch}=true" for switch in enabled)]
+    for command in (["template", "presage", str(CHART)], ["install", "presage", str(CHART), "--dry-run=client"]):
+        refused = helm(*command, f"--namespace={NAMESPACE}", *flags, check=False)
+        assert refused.returncode != 0
+        assert (
+            f"{value} is not set: no registry publishes presage's images. Build {build}, push it where your "
+            f"cluster pulls from, and set it, e.g. --set {value}={IMAGES[value]}"
+        ) in refused.stderr, refused.stderr
+    # Set, it renders.
+    assert any(o["kind"] == "Deployment" for o in render(helm, {switch: "true" for switch in enabled}).values())
 
 
 def test_kustomize_manifests_are_generated_from_the_chart(helm: Helm) -> None:
@@ -427,6 +455,7 @@ def test_shards_reach_presage_run_with_the_leases_they_need(helm: Helm) -> None:
         "template",
         "presage",
         str(CHART),
+        *IMAGE_FLAGS,
         "--set=scaler.leaderElection.shards=2",
         "--set=scaler.leaderElection.enabled=false",
         check=False,
@@ -497,7 +526,7 @@ def test_advise_runs_as_an_indexed_job_each_pod_a_shard(helm: Helm, monkeypatch:
     pod = template["spec"]
     assert pod["restartPolicy"] == "Never"
     assert container["name"] == "advise"
-    assert container["image"] == f"ghcr.io/presage-sh/presage-advise:{APP_VERSION}"
+    assert container["image"] == f"{IMAGES['advise.image.repository']}:{APP_VERSION}"
     assert "imagePullPolicy" not in container
     # No --shard: each pod takes its index from the variable Kubernetes sets in an indexed Job's pods.
     assert container["args"] == ["advise", "--shards=3", "--jobs=1"]
@@ -534,7 +563,7 @@ def test_every_advise_option_reaches_presage_advise(helm: Helm) -> None:
     job, template, container = advise_job(objects)
     assert (job["completions"], job["parallelism"]) == (4, 4)
     assert (job["backoffLimitPerIndex"], job["activeDeadlineSeconds"]) == (0, 1800)
-    assert container["image"] == "ghcr.io/presage-sh/presage-advise:0.2.0"
+    assert container["image"] == f"{IMAGES['advise.image.repository']}:0.2.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
     args = build_parser().parse_args(container["args"])
     assert (args.command, args.shards, args.jobs, args.namespace) == ("advise", 4, 2, "shop")
@@ -559,7 +588,13 @@ def test_advise_refuses_a_scaler_name_too_long_for_a_cronjob(helm: Helm) -> None
     """A CronJob's name is at most 52 characters (its Jobs add a suffix); helm says so, not the API server."""
     long_name = "s" * 46  # a valid scaler.name; with "-advise" it is 53 characters
     refused = helm(
-        "template", "presage", str(CHART), "--set=advise.enabled=true", f"--set=scaler.name={long_name}", check=False
+        "template",
+        "presage",
+        str(CHART),
+        *IMAGE_FLAGS,
+        "--set=advise.enabled=true",
+        f"--set=scaler.name={long_name}",
+        check=False,
     )
     assert refused.returncode != 0 and "longer than Kubernetes allows (52 characters)" in refused.stderr
     assert ("CronJob", f"{'s' * 45}-advise") in render(helm, {**ADVISE, "scaler.name": "s" * 45})
@@ -651,7 +686,9 @@ def test_rendered_objects_pass_the_api_servers_validation(chart_cluster: tuple[K
 
 def install(helm: Helm, *flags: str) -> str:
     """helm install the chart as ``presage`` in presage-system; its NOTES."""
-    return helm("install", "presage", str(CHART), f"--namespace={NAMESPACE}", "--create-namespace", *flags).stdout
+    return helm(
+        "install", "presage", str(CHART), f"--namespace={NAMESPACE}", "--create-namespace", *IMAGE_FLAGS, *flags
+    ).stdout
 
 
 def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm]) -> None:
@@ -674,6 +711,7 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
         "presage",
         str(CHART),
         f"--namespace={NAMESPACE}",
+        *IMAGE_FLAGS,
         "--set=networkPolicy.kedaNamespace=keda-system",
         "--set=scaler.replicas=3",
         "--set=defaultForecastBackend.seasonalNaive.cycles=4",
@@ -735,7 +773,7 @@ def test_helm_takes_over_a_kustomize_install(chart_cluster: tuple[KubeControlPla
     for crd in PRESAGE_CRDS:
         assert f"The CRD {crd} was installed by something other than this release" in notes
     # kubectl still co-owns the fields it applied: the first upgrade that changes one takes them over.
-    upgrade = ("upgrade", "presage", str(CHART), f"--namespace={NAMESPACE}")
+    upgrade = ("upgrade", "presage", str(CHART), f"--namespace={NAMESPACE}", *IMAGE_FLAGS)
     conflict = helm(*upgrade, "--set=scaler.replicas=3", check=False)
     assert conflict.returncode != 0 and 'conflict with "kubectl-client-side-apply"' in conflict.stderr
     helm(*upgrade, "--set=scaler.replicas=3", "--force-conflicts")

@@ -13,7 +13,7 @@ import yaml
 
 from presage_scaler.controller.app import ControllerOptions, running
 from presage_scaler.controller.shards import shard_of
-from tests.harness.helm import CHART, Helm, ensure_helm
+from tests.harness.helm import CHART, IMAGE_FLAGS, Helm, ensure_helm
 from tests.harness.presage_cluster import (
     apply,
     controller_process,
@@ -154,6 +154,7 @@ async def test_the_charts_sharded_rbac_grants_what_sharding_calls(
         "--namespace=presage-system",
         f"--set=scaler.name={name}",
         "--set=scaler.leaderElection.shards=2",
+        *IMAGE_FLAGS,
     ).stdout
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "presage-system"}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace))  # as the install does; kept if there

@@ -18,9 +18,12 @@ app.kubernetes.io/name: {{ .Values.forecaster.name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* image: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/* image: repository:tag, the tag defaulting to the chart's appVersion (dict "image" ... "appVersion"
+... "value" the repository's values path "build" how the image is built "example" a repository name).
+No registry publishes presage's images, so an unset repository fails the render with what to do. */}}
 {{- define "presage.image" -}}
-{{ .image.repository }}:{{ .image.tag | default .appVersion }}
+{{- $missing := printf "%s is not set: no registry publishes presage's images. Build %s, push it where your cluster pulls from, and set it, e.g. --set %s=registry.example.com/%s" .value .build .value .example -}}
+{{ required $missing .image.repository }}:{{ .image.tag | default .appVersion }}
 {{- end }}
 
 {{/* Where the scaler mounts its TLS Secrets. */}}
