@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,14 @@ def test_the_entrypoint_runs_as_the_image_runs_it(installed, command):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: presage")
+
+
+def test_installed_cli_prints_its_version(installed):
+    """From the installed package's metadata: no checkout (no pyproject.toml) is beside it."""
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        declared = tomllib.load(handle)["project"]["version"]
+    result = subprocess.run([installed / "presage", "--version"], capture_output=True, text=True, check=False, cwd="/")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"presage {declared}\n", "")
 
 
 def test_installed_cli_generates_the_committed_crds(installed, tmp_path):
