@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from presage_scaler.api.generated import PACKAGE, checkout_of, stale_generated, write_generated
 from presage_scaler.backtest import command as backtest_command
+from presage_scaler.backtest.command import out_problem
 from presage_scaler.cli import scaledobject_command
 from presage_scaler.controller import command as run_command
 from presage_scaler.tune import advise_command
@@ -34,7 +35,15 @@ def _cmd_crds(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"stale: {root / path} (run `presage crds` to regenerate)", file=sys.stderr)
         return 1 if stale else 0
-    for path in write_generated(root):
+    if args.out is not None and (problem := out_problem(args.out)) is not None:
+        print(f"presage crds: {problem}", file=sys.stderr)
+        return 2
+    try:
+        written = write_generated(root)
+    except OSError as err:
+        print(f"presage crds: cannot write {err.filename} ({err.strerror})", file=sys.stderr)
+        return 2
+    for path in written:
         print(f"wrote {root / path}")
     return 0
 

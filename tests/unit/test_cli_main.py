@@ -231,3 +231,12 @@ def test_tune_after_a_backtest_with_the_same_out_overwrites_none_of_its_files(ca
     assert {path.name for path in shared.iterdir()} == {*backtest, "spec.yaml", "tune.json", "tune.html"}
     assert {name: (shared / name).read_bytes() for name in backtest} == backtest
     assert f"wrote {shared / 'spec.yaml'}, {shared / 'tune.json'} and {shared / 'tune.html'}" in out
+
+
+def test_crds_out_that_is_a_file_is_refused(capsys, tmp_path):
+    path = tmp_path / "crds.yaml"
+    path.write_text("")
+    code, out, err = exit_of(capsys, "crds", "--out", str(path))
+    assert (code, out) == (2, "")
+    assert err == f"presage crds: --out {path} is a file; give a directory (it is created if missing)\n"
+    assert path.read_text() == ""
