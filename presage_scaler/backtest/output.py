@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest import history
 from presage_scaler.backtest.explain import constraint_counts, note
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 
@@ -144,14 +146,34 @@ def headline(document: dict[str, Any]) -> str:
 
 
 def advice(document: dict[str, Any]) -> str:
-    """What to do when presage's policy is not clearly cheaper than a static count, or "" when it is."""
+    """What to do when presage's policy is not clearly cheaper than a static count, or "" when it is:
+    run ``presage tune``, saying what it can do on this trace (:mod:`presage_scaler.backtest.history`)
+    when the trace after the warm-up is too short for it to advise."""
     presage, static = document["presage"], document["static"]
     if presage["replica_hours"] <= (1 - CLEARLY_CHEAPER) * static["replica_hours"]:
         return ""
+    head = (
+        f"This policy is not clearly cheaper than a static count here (less than {100 * CLEARLY_CHEAPER:.0f} % saved)"
+    )
+    parameters = document["parameters"]
+    after = datetime.fromisoformat(parameters["end"]) - datetime.fromisoformat(parameters["reported_from"])
+    missing = history.missing_to_advise(after)
+    if not missing:
+        return (
+            f"{head}: run `presage tune` with the same arguments and `--slo 1%` to find the cheapest policy that "
+            "meets your service level, judged on days it did not choose on."
+        )
+    needs = (
+        f"{head}. `presage tune` advises a policy only once it was chosen on {format_duration(history.TRUSTED)} "
+        f"after the warm-up and checked on the {format_duration(history.HOLDOUT)} after those; this trace has "
+        f"{format_duration(after)} after its warm-up, so it needs {history.more_days(missing)} of history"
+    )
+    if not history.tunable(after):
+        least = format_duration(history.MIN_IN_SAMPLE + history.MIN_PART)
+        return f"{needs} (and at least {least} after the warm-up to run at all)."
     return (
-        f"This policy is not clearly cheaper than a static count here (less than {100 * CLEARLY_CHEAPER:.0f} % "
-        "saved): run `presage tune` with the same arguments and `--slo 1%` to find the cheapest policy that "
-        "meets your service level, judged on days it did not choose on."
+        f"{needs}. Run it meanwhile with the same arguments and `--slo 1%` to see the candidates it finds; until "
+        "then its verdict is to keep the starting spec."
     )
 
 

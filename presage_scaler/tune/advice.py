@@ -4,7 +4,7 @@ The choice (:mod:`presage_scaler.tune.search`) is made on the in-sample part alo
 advised depends on what the choice could not see, in this order:
 
 1. **Not enough history yet**: the part chosen on is shorter than
-   :data:`presage_scaler.tune.split.TRUSTED` (7 days). On the shared traces every choice that
+   :data:`presage_scaler.backtest.history.TRUSTED` (7 days). On the shared traces every choice that
    missed the service level held out was made on two days, and on two days the candidates alike
    in-sample often split between meeting and missing it held out.
 2. **Nothing met the level in-sample**: the chosen spec is only the least under-provisioned one,
@@ -19,15 +19,13 @@ A ``presage advise`` process turns :class:`Advice` into a status patch; ``presag
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.history import TRUSTED, more_days
 from presage_scaler.tune.held_out import check, misses
-from presage_scaler.tune.split import TRUSTED
 from presage_scaler.tune.tuner import TuneResult
 
 
@@ -62,11 +60,6 @@ class Advice:
         return {"verdict": str(self.verdict), "message": self.message, "held_out_met": self.held_out_met}
 
 
-def _days(span: timedelta) -> str:
-    days = math.ceil(span / timedelta(days=1))
-    return f"{days} more day{'s' if days > 1 else ''}"
-
-
 def history_line(result: TuneResult) -> str | None:
     """ "Not enough history yet" when the part chosen on is shorter than TRUSTED; None otherwise."""
     have = result.split.in_sample
@@ -75,7 +68,7 @@ def history_line(result: TuneResult) -> str | None:
     return (
         f"Not enough history yet: the choice was made on {format_duration(have)}, and one to act on needs at least "
         f"{format_duration(TRUSTED)} after the warm-up and before the held-out part. Keep the starting spec and "
-        f"tune again with {_days(result.split.missing(TRUSTED))} of history."
+        f"tune again with {more_days(result.split.missing(TRUSTED))} of history."
     )
 
 

@@ -11,7 +11,7 @@ from presage_scaler.api.predictive_scaler import AdviceStatus
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.tune.advice import Advice
 from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.output import alike_line, backend_name
+from presage_scaler.tune.output import alike_line, backend_name, forecaster_changed, tuned_wire
 from presage_scaler.tune.search import Figures
 from presage_scaler.tune.tuner import Outcome, TuneResult
 
@@ -65,13 +65,9 @@ def changes(current: Knobs, advised: Knobs) -> list[dict[str, str]]:
 
 def spec_patch(result: TuneResult, current_spec: dict[str, Any]) -> dict[str, Any] | None:
     """The merge patch of the PredictiveScaler (as stored: ``current_spec``) that sets the knobs the
-    chosen spec changes, and only those, and points it at the chosen SeasonalNaive backend when the
-    forecaster changed."""
-    chosen, start = result.chosen.knobs, result.default.knobs
-    advised = chosen.spec_wire(current_spec)
-    if chosen.forecaster != start.forecaster:
-        advised.setdefault("forecast", {})["backendRef"] = backend_name(chosen)
-    diff = merge_diff(start.spec_wire(current_spec), advised)
+    chosen spec changes, and only those, and points it at the chosen SeasonalNaive backend only when
+    its season or cycles changed (:func:`presage_scaler.tune.output.tuned_wire`)."""
+    diff = merge_diff(result.default.knobs.spec_wire(current_spec), tuned_wire(result, current_spec))
     return None if diff is None else {"spec": diff}
 
 
@@ -85,7 +81,7 @@ def advice_status(
     chosen, start = result.chosen, result.default
     advised = advice.verdict == "Advised"
     patch = spec_patch(result, spec) if advised else None
-    forecaster_changed = advised and chosen.knobs.forecaster != start.knobs.forecaster
+    new_backend = advised and forecaster_changed(result)
     saving = 1.0 - chosen.held_out.replica_hours / start.held_out.replica_hours if advised else 0.0
     body: dict[str, Any] = {
         "time": now,
@@ -104,7 +100,7 @@ def advice_status(
             "season": format_duration(chosen.knobs.forecaster.season),
             "cycles": chosen.knobs.forecaster.cycles,
         }
-        if forecaster_changed
+        if new_backend
         else None,
         "alike": alike_line(result) if advised else None,
         "history": {

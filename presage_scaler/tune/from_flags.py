@@ -37,7 +37,7 @@ from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.from_cluster import read_live
 from presage_scaler.tune.held_out import check
-from presage_scaler.tune.output import table, write_document, write_spec
+from presage_scaler.tune.output import StartingSpec, table, write_document, write_spec
 from presage_scaler.tune.report import write_report
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
@@ -64,6 +64,8 @@ class Start:
     metadata: dict[str, Any]
     spec: dict[str, Any] | None
     backend: dict[str, Any] | None
+    stored: bool = False
+    """Whether ``spec`` was read from the cluster (every default filled in by the API server)."""
 
 
 def _start(args: argparse.Namespace) -> Start:
@@ -86,7 +88,7 @@ def _start(args: argparse.Namespace) -> Start:
                 jobs=max(1, args.jobs),
             )
         )
-        return Start(live.trace, live.metadata, live.spec, backend or live.backend)
+        return Start(live.trace, live.metadata, live.spec, backend or live.backend, stored=True)
     trace = trace_from_flags(args)
     if args.spec is None:
         return Start(trace, {}, None, backend)
@@ -123,9 +125,10 @@ commands' files (tune after a backtest with the same flags overwrites nothing of
 
 def _write(result: TuneResult, start: Start, out: Path) -> None:
     with writing_into(out):
-        write_spec(result, start.metadata, out / "spec.yaml", placeholders=start.spec is None)
+        starting = StartingSpec(start.spec, start.stored)
+        write_spec(result, start.metadata, out / "spec.yaml", starting)
         write_document(result, out / "tune.json")
-        write_report(result, out / REPORT, start.metadata)
+        write_report(result, out / REPORT, start.metadata, starting)
 
 
 def run_from_flags(args: argparse.Namespace) -> int:

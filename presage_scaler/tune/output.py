@@ -1,21 +1,33 @@
-"""What ``presage tune`` writes: spec.yaml (ready to apply), tune.json (every candidate) and the
-terminal table."""
+"""What ``presage tune`` writes: spec.yaml (the chosen spec, and what to do with it), tune.json (every
+candidate) and the terminal table."""
 
 from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import yaml
 
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
-from presage_scaler.tune.advice import advise, held_out_line, history_line, nothing_met_line, undecided_line
+from presage_scaler.backtest.config import backend_spec
+from presage_scaler.tune.advice import (
+    Advice,
+    Verdict,
+    advise,
+    held_out_line,
+    history_line,
+    nothing_met_line,
+    undecided_line,
+)
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.minimal import minimal
 from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
@@ -29,27 +41,64 @@ def backend_name(knobs: Knobs) -> str:
     return f"seasonal-naive-{format_duration(knobs.forecaster.season)}-x{knobs.forecaster.cycles}".lower()
 
 
-def manifests(result: TuneResult, metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chosen ForecastBackend and PredictiveScaler, as objects to apply. The scaler refers to the
-    backend by name, so ``presage backtest --spec`` on the same file replays the same forecasts."""
+def forecaster_changed(result: TuneResult) -> bool:
+    """Whether the chosen spec needs another ForecastBackend than the starting spec's: SeasonalNaive's
+    season or cycles differ (the history the signal reads is a field of the scaler)."""
+    chosen, start = result.chosen.knobs.forecaster, result.default.knobs.forecaster
+    return (chosen.season, chosen.cycles) != (start.season, start.cycles)
+
+
+def tuned_wire(result: TuneResult, base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` (a PredictiveScaler spec's wire form) with the chosen knobs set, pointed at the chosen
+    ForecastBackend (:func:`backend_name`) only when :func:`forecaster_changed`."""
     knobs = result.chosen.knobs
-    spec = knobs.spec_wire(result.base_wire)
-    spec.setdefault("forecast", {})["backendRef"] = backend_name(knobs)
+    spec = knobs.spec_wire(base)
+    if forecaster_changed(result):
+        spec.setdefault("forecast", {})["backendRef"] = backend_name(knobs)
+    return spec
+
+
+@dataclass(frozen=True)
+class StartingSpec:
+    """The starting spec as the user has it, for spec.yaml to say the chosen spec in its terms."""
+
+    spec: dict[str, Any] | None = None
+    """Its wire form (``--spec``'s, or the stored object's with ``--scaler``); None when it was made
+    from flags, its target and query then placeholders."""
+    stored: bool = False
+    """Read from the API server, which fills in every default: its fields are not the user's, only its
+    spelling of their values is."""
+
+
+def manifests(result: TuneResult, metadata: dict[str, Any], start: StartingSpec) -> list[dict[str, Any]]:
+    """The objects to apply for the chosen spec: the PredictiveScaler in its fewest fields
+    (:func:`presage_scaler.tune.minimal.minimal`: the starting spec's own fields, those tuning changed,
+    and ``mode``), after a ForecastBackend only when the forecaster changed (the scaler then refers to
+    it by name, so ``presage backtest --spec`` on the same file replays the same forecasts)."""
+    spec = minimal(
+        PredictiveScalerSpec,
+        tuned_wire(result, result.base_wire),
+        literal=start.spec,
+        keep=None if start.stored else start.spec,
+        always=(("mode",),),
+    )
     scaler_metadata = {key: metadata[key] for key in ("name", "namespace") if key in metadata}
-    return [
-        {
-            "apiVersion": API_VERSION,
-            "kind": FORECAST_BACKEND.name,
-            "metadata": {"name": backend_name(knobs)},
-            "spec": knobs.forecaster.backend_wire(),
-        },
-        {
-            "apiVersion": API_VERSION,
-            "kind": PREDICTIVE_SCALER.name,
-            "metadata": scaler_metadata or {"name": DEFAULT_NAME},
-            "spec": spec,
-        },
-    ]
+    scaler = {
+        "apiVersion": API_VERSION,
+        "kind": PREDICTIVE_SCALER.name,
+        "metadata": scaler_metadata or {"name": DEFAULT_NAME},
+        "spec": spec,
+    }
+    if not forecaster_changed(result):
+        return [scaler]
+    knobs = result.chosen.knobs
+    backend = {
+        "apiVersion": API_VERSION,
+        "kind": FORECAST_BACKEND.name,
+        "metadata": {"name": backend_name(knobs)},
+        "spec": knobs.forecaster.backend_wire(),
+    }
+    return [backend, scaler]
 
 
 def judged(figures: Figures) -> str:
@@ -107,10 +156,40 @@ def _figures_line(figures: Figures) -> str:
     )
 
 
-def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, *, placeholders: bool) -> None:
-    """spec.yaml: the chosen objects with a header saying what they achieved and how to use them.
-    ``placeholders``: the starting spec's target and query were made up (no --spec or --scaler)."""
-    chosen = result.chosen
+def _wrapped(text: str) -> list[str]:
+    return [f"# {line}" for line in textwrap.wrap(text, width=98, break_on_hyphens=False)]
+
+
+def _what_to_do(result: TuneResult, advice: Advice) -> list[str]:
+    """The header's lines that say what to do with the file, by the verdict: apply it only when advised."""
+    if advice.verdict == Verdict.ADVISED:
+        backend = " (the ForecastBackend is cluster-scoped)" if forecaster_changed(result) else ""
+        return [f"# Apply: kubectl apply -f spec.yaml{backend}; mode stays as it was."]
+    if advice.verdict == Verdict.KEEP:
+        return ["# Nothing to apply: the starting spec is already the choice, and this file is it."]
+    return _wrapped(
+        "NOT ADVISED, nothing to apply: keep the starting spec. This file holds the chosen candidate only to "
+        "read and to replay; do not apply it."
+    )
+
+
+def _replay(result: TuneResult) -> str:
+    """How to replay the file: the starting ForecastBackend's file too when the file holds no backend and
+    the starting one is not the default SeasonalNaive (which replays without one)."""
+    start = result.default.knobs.forecaster
+    default = backend_spec(None).seasonal_naive_or_default
+    if forecaster_changed(result) or (start.season, start.cycles) == (default.season, default.cycles):
+        return "# Replay: presage backtest TRACE --spec spec.yaml"
+    return "# Replay: presage backtest TRACE --spec spec.yaml --backend-spec BACKEND (the starting ForecastBackend)"
+
+
+def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, start: StartingSpec) -> None:
+    """spec.yaml: the chosen objects (:func:`manifests`) under a header that says what they achieved and
+    the one thing to do with them, by the verdict (:func:`presage_scaler.tune.advice.advise`): apply
+    them when advised; otherwise nothing to apply, the file holding the starting spec (Keep) or the
+    chosen candidate marked not advised, to read and to replay. Written whatever the verdict, so that
+    every run leaves the same files and its choice can always be replayed."""
+    chosen, advice = result.chosen, advise(result)
     lines = [
         f"# presage tune: the cheapest policy found with {result.slo.describe()}",
         f"# {result.split.describe()}.",
@@ -119,16 +198,14 @@ def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, *, plac
     ]
     if not result.met:
         lines.append("# No candidate met the service level in-sample: this is the least under-provisioned one.")
-    for said in (history_line(result), check(result).message):
-        if said is not None:
-            lines += [f"# {line}" for line in textwrap.wrap(said, width=98)]
-    if placeholders:
+    lines += _wrapped(advice.message)
+    if (failed := check(result).message) is not None and failed not in advice.message:
+        lines += _wrapped(failed)
+    lines += _what_to_do(result, advice)
+    if start.spec is None:
         lines.append("# scaleTargetRef and signal.prometheus are placeholders: set them to your workload and query.")
-    lines += [
-        "# Apply: kubectl apply -f spec.yaml (the ForecastBackend is cluster-scoped; mode stays as it was).",
-        "# Replay: presage backtest TRACE --spec spec.yaml",
-    ]
-    body = yaml.safe_dump_all(manifests(result, metadata), sort_keys=False, explicit_start=True)
+    lines.append(_replay(result))
+    body = yaml.safe_dump_all(manifests(result, metadata, start), sort_keys=False, explicit_start=True)
     path.write_text("\n".join(lines) + "\n" + body)
 
 

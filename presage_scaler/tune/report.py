@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 from presage_scaler.backtest import plots
 from presage_scaler.tune.advice import held_out_line, history_line, undecided_line
 from presage_scaler.tune.held_out import check
-from presage_scaler.tune.output import alike_line, judged, manifests, verdict
+from presage_scaler.tune.output import StartingSpec, alike_line, judged, manifests, verdict
 from presage_scaler.tune.search import ALIKE, Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
@@ -190,10 +190,11 @@ def _warning(text: str) -> str:
     return f'<p class="lead" role="alert" style="color:{SLO_COLOR}"><b>{escape(text)}</b></p>'
 
 
-def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
-    """The whole report as one HTML string."""
+def render(result: TuneResult, metadata: dict[str, Any] | None = None, start: StartingSpec | None = None) -> str:
+    """The whole report as one HTML string; ``start`` as for :func:`presage_scaler.tune.output.write_spec`."""
     name = Path(result.trace.source).name
-    spec_yaml = yaml.safe_dump_all(manifests(result, metadata or {}), sort_keys=False, explicit_start=True)
+    written = manifests(result, metadata or {}, start or StartingSpec())
+    spec_yaml = yaml.safe_dump_all(written, sort_keys=False, explicit_start=True)
     columns = ("under-provisioned %", "unserved %", "cost vs oracle")
     header = ["policy"] + [f"{part}: {column}" for part in ("in-sample", "held out") for column in columns]
     body: list[str | go.Figure] = [
@@ -227,5 +228,7 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None) -> str:
     return plots.page(f"presage tune: {name}", body)
 
 
-def write_report(result: TuneResult, path: Path, metadata: dict[str, Any] | None = None) -> None:
-    path.write_text(render(result, metadata))
+def write_report(
+    result: TuneResult, path: Path, metadata: dict[str, Any] | None = None, start: StartingSpec | None = None
+) -> None:
+    path.write_text(render(result, metadata, start))

@@ -4,7 +4,8 @@ The earlier part (in-sample) is what ``presage tune`` chooses on; the later part
 ever measured, after the choice, so that the figures it reports for the chosen spec are ones it
 could not have fitted. By default the last HOLDOUT is held out, or, when that would leave less than
 MIN_IN_SAMPLE to choose on, everything after the first MIN_IN_SAMPLE; either part must be at least
-MIN_PART long.
+MIN_PART long (the lengths are :mod:`presage_scaler.backtest.history`'s, which ``presage backtest``
+reads too).
 """
 
 from __future__ import annotations
@@ -13,14 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.history import HOLDOUT, MIN_IN_SAMPLE, MIN_PART
 from presage_scaler.series.timegrid import steps_for
 from presage_scaler.tune.errors import HistoryTooShort
 
-HOLDOUT = timedelta(days=7)
-MIN_IN_SAMPLE = timedelta(days=2)
-MIN_PART = timedelta(days=1)
-TRUSTED = timedelta(days=7)
-"""The shortest part chosen on whose choice is advised (:mod:`presage_scaler.tune.advice`)."""
 RECENT = timedelta(days=7)
 """An in-sample part longer than this is judged over its last RECENT too (see
 :class:`presage_scaler.tune.search.Slo`)."""

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from presage_scaler.backtest.history import HOLDOUT, MIN_IN_SAMPLE, MIN_PART, TRUSTED
 from presage_scaler.backtest.output import CLEARLY_CHEAPER, advice, headline
 
 
-def document(presage_hours: float, static_hours: float) -> dict[str, Any]:
+def document(presage_hours: float, static_hours: float, after_warmup: timedelta = timedelta(days=21)) -> dict[str, Any]:
     def policy(under: float, hours: float, headroom: str | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {"under_provisioned_pct": under, "replica_hours": hours, "cost_vs_oracle": hours / 100}
         if headroom is not None:
             entry["headroom"] = headroom
         return entry
 
+    reported_from = datetime(2024, 1, 3, tzinfo=UTC)
     return {
+        "parameters": {
+            "reported_from": reported_from.isoformat(),
+            "end": (reported_from + after_warmup).isoformat(),
+        },
         "presage": policy(0.132, presage_hours),
         "static": policy(0.382, static_hours),
         "reactive": policy(18.667, 106, "10%"),
@@ -46,3 +53,31 @@ def test_advice_points_to_tune_unless_clearly_cheaper_than_static(presage_hours:
     assert bool(line) is advised
     if advised:
         assert "presage tune" in line and "--slo" in line
+
+
+def test_on_a_trace_long_enough_to_advise_the_advice_is_to_tune():
+    line = advice(document(120, 100, after_warmup=TRUSTED + HOLDOUT))
+    assert line.endswith(
+        "run `presage tune` with the same arguments and `--slo 1%` to find the cheapest policy that meets your "
+        "service level, judged on days it did not choose on."
+    )
+
+
+@pytest.mark.parametrize(
+    ("after_warmup", "days"),
+    [(TRUSTED + HOLDOUT - timedelta(minutes=5), "1 more day"), (timedelta(days=12), "2 more days")],
+)
+def test_on_a_trace_too_short_to_advise_the_advice_says_what_tune_needs(after_warmup: timedelta, days: str):
+    """The ELB example's case: tune runs on the trace, but its verdict can only be to keep the start."""
+    line = advice(document(120, 100, after_warmup=after_warmup))
+    assert f"it was chosen on {TRUSTED.days * 24}h after the warm-up and checked on the {HOLDOUT.days * 24}h" in line
+    assert f"so it needs {days} of history" in line
+    assert "Run it meanwhile with the same arguments and `--slo 1%` to see the candidates it finds" in line
+    assert "keep the starting spec" in line
+
+
+def test_on_a_trace_too_short_to_tune_the_advice_says_so():
+    line = advice(document(120, 100, after_warmup=MIN_IN_SAMPLE + MIN_PART - timedelta(hours=1)))
+    assert f"so it needs {(TRUSTED + HOLDOUT - MIN_IN_SAMPLE - MIN_PART).days + 1} more days of history" in line
+    assert line.endswith(f"(and at least {(MIN_IN_SAMPLE + MIN_PART).days * 24}h after the warm-up to run at all).")
+    assert "Run it meanwhile" not in line

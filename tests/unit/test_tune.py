@@ -343,10 +343,16 @@ def test_the_three_files_are_written(run):
 
 def test_spec_yaml_is_ready_to_apply(run):
     _, out = run
-    backend, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
-    assert backend["kind"] == "ForecastBackend" and scaler["kind"] == "PredictiveScaler"
-    assert scaler["spec"]["forecast"]["backendRef"] == backend["metadata"]["name"]
-    parse(ForecastBackendSpec, backend["spec"], path="spec")
+    *backends, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
+    assert scaler["kind"] == "PredictiveScaler"
+    # A ForecastBackend only when the chosen season or cycles are not the starting backend's.
+    knobs = json.loads((out / "tune.json").read_text())
+    changed = [knobs[which]["knobs"][k] for which in ("chosen", "default") for k in ("season", "cycles")]
+    assert len(backends) == int(changed[:2] != changed[2:])
+    for backend in backends:
+        assert backend["kind"] == "ForecastBackend"
+        assert scaler["spec"]["forecast"]["backendRef"] == backend["metadata"]["name"]
+        parse(ForecastBackendSpec, backend["spec"], path="spec")
     spec = parse(PredictiveScalerSpec, scaler["spec"], path="spec")
     assert spec.capacity is not None and spec.capacity.per_replica.value == 20.0
     assert spec.signal is not None and spec.signal.resolution == timedelta(minutes=5)
@@ -363,14 +369,13 @@ def test_backtest_of_spec_yaml_replays_exactly_the_chosen_policy(run, tmp_path):
     hours = chosen["in_sample"]["replica_hours"] + chosen["held_out"]["replica_hours"]
     assert summary["presage"]["replica_hours"] == pytest.approx(hours, rel=1e-12)
     # And decision by decision, against the chosen knobs replayed from prepared forecasts.
-    backend, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
+    *backends, scaler = yaml.safe_load_all((out / "spec.yaml").read_text())
+    backend = backends[0]["spec"] if backends else None  # none: the starting, default SeasonalNaive
     spec = parse(PredictiveScalerSpec, scaler["spec"], path="spec")
-    the_plan = plan(
-        trace_of(path), Setup(spec=spec, backend=make_backend(backend_spec(backend["spec"])), warmup=WARMUP)
-    )
+    the_plan = plan(trace_of(path), Setup(spec=spec, backend=make_backend(backend_spec(backend)), warmup=WARMUP))
     steps = the_plan.schedule.decisions(len(the_plan.trace))
     decisions = Decisions(steps, the_plan.observed[list(steps)], the_plan.per_replica, STEP, the_plan.initial)
-    chosen = knobs_of(spec, backend_spec(backend["spec"]))
+    chosen = knobs_of(spec, backend_spec(backend))
     counts = replay([chosen], {chosen.forecaster: forecast(the_plan, ())}, spec.policy, decisions)
     assert replayed == counts[:, 0].tolist()
 
