@@ -1,6 +1,7 @@
 """``presage tune --scaler``: the real CLI reads a PredictiveScaler and its ForecastBackend from a real
 API server and the scaler's signal from a real, backfilled Prometheus, with presage's own clients;
-what it writes keeps the scaler's target and query and is accepted by the API server."""
+what it writes keeps the scaler's target and query, leaves out the defaults the API server filled in,
+and is accepted by the API server."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.tune.command import HELD_OUT_FAILED
 from tests.harness.presage_cluster import REPO, apply, predictive_scaler
 from tests.harness.prometheus import Series
+from tests.unit.test_tune_spec_yaml import left_out_to_no_effect
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +69,7 @@ def scaler(cluster, kube_namespace, backend_name, prometheus_factory) -> str:
     return "web"
 
 
-def test_tunes_a_live_scaler_from_its_own_query(cluster, kube_namespace, scaler, tmp_path: Path) -> None:
+def test_tunes_a_live_scaler_from_its_own_query(cluster, kube_namespace, backend_name, scaler, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = presage(
         cluster, "--scaler", scaler, "-n", kube_namespace, "--lookback", f"{DAYS}d", "--warmup", "2d",
@@ -84,11 +86,11 @@ def test_tunes_a_live_scaler_from_its_own_query(cluster, kube_namespace, scaler,
     assert document["default"]["knobs"]["season"] == "1h"  # the scaler's own ForecastBackend
     assert document["default"]["knobs"]["cycles"] == 2
 
-    backend, tuned = yaml.safe_load_all((out / "spec.yaml").read_text())
+    written = (out / "spec.yaml").read_text()
+    *backends, tuned = yaml.safe_load_all(written)
     assert tuned["metadata"] == {"name": "web", "namespace": kube_namespace}
     stored = json.loads(cluster.kubectl("get", "predictivescaler", "web", "-n", kube_namespace, "-o", "json").stdout)
-    # The user's target, query, capacity and bounds are kept (written out in full, defaults included);
-    # only the knobs and the backend change.
+    # The user's target, query, capacity and bounds are kept; only the knobs and the backend change.
     spec, before = parse(PredictiveScalerSpec, tuned["spec"], path="spec"), parse(PredictiveScalerSpec, stored["spec"])
     assert (spec.scale_target_ref, spec.capacity, spec.interval, spec.lead_time, spec.mode) == (
         before.scale_target_ref, before.capacity, before.interval, before.lead_time, before.mode
@@ -96,12 +98,27 @@ def test_tunes_a_live_scaler_from_its_own_query(cluster, kube_namespace, scaler,
     assert spec.signal is not None and before.signal is not None
     assert (spec.signal.prometheus, spec.signal.resolution) == (before.signal.prometheus, before.signal.resolution)
     assert (spec.policy.max_replicas, spec.policy.min_replicas) == (150, 2)
-    assert tuned["spec"]["forecast"]["backendRef"] == backend["metadata"]["name"]
+    # The stored object holds every default the API server filled in; spec.yaml holds none of them
+    # (but mode), and the user's values as they were written.
+    assert len(stored["spec"]["policy"]) > len(tuned["spec"]["policy"])
+    assert left_out_to_no_effect(tuned["spec"]) == []
+    assert tuned["spec"]["capacity"] == {"perReplica": 20}
+    # A ForecastBackend only when the chosen season or cycles are not those of the scaler's own.
+    chosen, start = document["chosen"]["knobs"], document["default"]["knobs"]
+    if (chosen["season"], chosen["cycles"]) == (start["season"], start["cycles"]):
+        assert backends == [] and tuned["spec"]["forecast"] == {"backendRef": backend_name}
+    else:
+        [backend] = backends
+        assert tuned["spec"]["forecast"]["backendRef"] == backend["metadata"]["name"] != backend_name
+    # Eight days hold six after the warm-up: too few to advise, and the header says so.
+    assert document["advice"]["verdict"] == "NotEnoughHistory"
+    assert "NOT ADVISED, nothing to apply" in written and "# Apply:" not in written
 
-    # Ready to apply: the API server takes both objects as they are.
+    # Ready to apply all the same: the API server takes the objects as they are.
     applied = cluster.kubectl("apply", "--validate=strict", "-f", str(out / "spec.yaml"), check=False)
     assert applied.returncode == 0, applied.stderr
-    cluster.kubectl("delete", "forecastbackend", backend["metadata"]["name"], "--ignore-not-found", check=False)
+    for backend in backends:
+        cluster.kubectl("delete", "forecastbackend", backend["metadata"]["name"], "--ignore-not-found", check=False)
 
 
 def test_a_missing_scaler_is_one_line_and_exit_2(cluster, kube_namespace, tmp_path: Path) -> None:
