@@ -7,7 +7,9 @@ Class docstrings are the type descriptions that the reference prints; keep them 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import PlainSerializer
 
 from presage_scaler.api import quantities
 from presage_scaler.api.conditions import CONDITION_LIST, Condition
@@ -42,6 +44,8 @@ SHADOW_MAX_PENDING = 32
 # a day of them per signal (one every ten minutes, plus those whose window is still open).
 CALIBRATION_MAX_FORECASTS = 160
 MAX_SIGNALS = 16
+SINGLE_SIGNAL = "demand"
+"""The name the single-signal form (``spec.signal``) goes by in status and metrics, after its field."""
 # A percentage strictly between 0 and 100: "1%", "0.5%", "99.9%".
 SERVICE_LEVEL_PATTERN = r"^(0\.[0-9]*[1-9][0-9]*|[1-9][0-9]?(\.[0-9]+)?)%$"
 
@@ -600,8 +604,13 @@ class RecommendationBreakdown(APIModel):
         "signalStatuses[].sizedBy is RecentPeak when that peak, not the backend's forecast, set it. Reactive "
         "is the largest over signals of signalStatuses[].reactive, and at least 1. BindingSignal is the signal "
         "that set the count: the one whose forecast requires predictive replicas, or, when the reactive floor "
-        "is above that (constraint ReactiveFloor), the one whose floor it is.",
+        "is above that (constraint ReactiveFloor), the one whose floor it is. The single-signal form's signal is "
+        f'named "{SINGLE_SIGNAL}" in status and metrics.',
     )
+
+
+ForecastFigure = Annotated[MeasuredString, PlainSerializer(quantities.format_significant, return_type=str)]
+"""A forecast as a person reads it (``kubectl get``'s FORECAST): rounded where a figure stops meaning anything."""
 
 
 class LastForecast(APIModel):
@@ -618,8 +627,8 @@ class LastForecast(APIModel):
         default=None,
     )
     model: str | None = field("Model identifier reported by the backend, if any.", default=None)
-    point: MeasuredString = field("Point is the point forecast at the lead time.")
-    quantiles: dict[str, MeasuredString] | None = field(
+    point: ForecastFigure = field("Point is the point forecast at the lead time.")
+    quantiles: dict[str, ForecastFigure] | None = field(
         "Quantiles maps quantile to forecast value at the lead time.", default=None
     )
     revision: str | None = field(
@@ -627,6 +636,12 @@ class LastForecast(APIModel):
         "recording which revision produced a forecast is the only way to explain a behaviour change that "
         "came from the model rather than from configuration.",
         default=None,
+    )
+
+    notes = (
+        "Point and Quantiles are written as a person reads a forecast (kubectl get's FORECAST): to 4 significant "
+        "digits and every digit of the whole part (274.3, 5.107, 12346). The presage_forecast_point and "
+        "presage_forecast_quantile metrics carry them unrounded.",
     )
 
 
@@ -683,7 +698,7 @@ class SignalStatus(APIModel):
     calibration: WindowCalibration | None = field(WindowCalibration.__doc__ or "", default=None)
     forecast: MeasuredString = field("Forecast at the lead time, at the target quantile.")
     gap_steps: Int32 | None = field("GapSteps is how many steps of the query window were gap-filled.", default=None)
-    name: str = field('Name of the signal: signals[].name, or "default" for the single-signal form.')
+    name: str = field(f'Name of the signal: signals[].name, or "{SINGLE_SIGNAL}" for the single-signal form.')
     observed: MeasuredString = field("Observed is the latest sampled value.")
     reactive: Int32 | None = field(
         "Reactive is the replica count this signal's reactive floor requires: ceil(observed x (1 + "
@@ -833,7 +848,7 @@ class SignalCalibration(APIModel):
         default=None,
         maxItems=CALIBRATION_MAX_FORECASTS,
     )
-    name: str = field('Name of the signal: signals[].name, or "default" for the single-signal form.')
+    name: str = field(f'Name of the signal: signals[].name, or "{SINGLE_SIGNAL}" for the single-signal form.')
     resolution: Duration = field("Resolution of the signal the forecasts were made at.")
 
 
@@ -937,6 +952,14 @@ class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
     advice: AdviceStatus | None = field(AdviceStatus.__doc__ or "", default=None)
+    advice_saving: str | None = field(
+        "AdviceSaving is status.advice as kubectl get -o wide shows it (SAVING), written by the controller: the "
+        'share of held-out replica-hours applying the advice saves, such as "5.1%", while the spec does not '
+        'hold the advised changes yet; "0%" with the verdict Keep; "Applied" once the spec holds every change '
+        "status.advice.patch makes. Absent without advice, and for a verdict that advises nothing.",
+        default=None,
+        maxLength=16,
+    )
     breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
     calibration: list[SignalCalibration] | None = field(
         "Calibration holds, per signal, the recent forecasts of a backend that cannot recompute its past "
@@ -949,7 +972,11 @@ class PredictiveScalerStatus(APIModel):
         "Conditions: Ready (True while a recommendation fresh enough to serve exists; reason Recommended, "
         "LastRecommendationHeld, RecommendationStale or NoRecommendation), Degraded (True when the last "
         "evaluation failed; the reason names the failure), Consumed (whether a ScaledObject or an Agones Fleet "
-        "applies the recommendation) and SpecAdjusted (whether the last evaluation used the spec as written).",
+        "applies the recommendation; reason ScalingModifiers when a ScaledObject's formula stands between presage's "
+        "answer and the count) and SpecAdjusted (True when the last evaluation sized the scaler with anything other "
+        "than its spec states or probably means; reason CapacityDefaulted, AbsoluteHeadroom, LeadTimeClamped, "
+        "HorizonCut or HorizonRaised, the most consequential found, and every one in the message; AsSpecified "
+        "otherwise).",
         default=None,
         **CONDITION_LIST,
     )

@@ -273,3 +273,14 @@ def format_decimal(value: float) -> str:
         return str(value)
     text = f"{value:.4f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+def format_significant(value: float, digits: int = 4) -> str:
+    """``value`` as a person reads a figure: ``digits`` significant digits and every digit of its whole
+    part, in plain decimal notation, at most 6 fraction digits (274.3, 5.107, 12346, 0.01235)."""
+    if not math.isfinite(value) or value == 0:
+        return format_decimal(value)
+    decimals = min(max(0, digits - 1 - math.floor(math.log10(abs(value)))), 6)
+    text = f"{value:.{decimals}f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return "0" if text in ("-0", "") else text

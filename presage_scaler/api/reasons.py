@@ -62,7 +62,10 @@ class Reason(StrEnum):
     NO_SCALED_OBJECT = "NoScaledObject"
     SCALED_OBJECTS_UNKNOWN = "ScaledObjectsUnknown"
     AGONES_WEBHOOK = "AgonesWebhook"
-    # SpecAdjusted: what an evaluation used other than as written.
+    SCALING_MODIFIERS = "ScalingModifiers"
+    # SpecAdjusted: what the scaler is sized with other than its spec states or probably means.
+    CAPACITY_DEFAULTED = "CapacityDefaulted"
+    ABSOLUTE_HEADROOM = "AbsoluteHeadroom"
     LEAD_TIME_CLAMPED = "LeadTimeClamped"
     HORIZON_CUT = "HorizonCut"
     HORIZON_RAISED = "HorizonRaised"

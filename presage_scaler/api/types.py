@@ -58,11 +58,15 @@ def _condition(field: str, type_: str) -> str:
     return f'.status.conditions[?(@.type=="{type_}")].{field}'
 
 
-# The default columns answer "what does it recommend, and is it working": READY with, beside it, the
-# Degraded reason, which names the failure (PrometheusUnreachable, BackendTimeout, ...) while a scaler
-# still serves its last recommendation, and reads EvaluationSucceeded otherwise. -o wide adds what a
-# healthy scaler's number came from, the Ready reason (what is served: Recommended,
-# LastRecommendationHeld, RecommendationStale, NoRecommendation) and what the advice saves.
+# The default columns answer "what does it recommend, is it working, and is it sized as its spec
+# says": READY with, beside it, the Degraded reason, which names the failure (PrometheusUnreachable,
+# BackendTimeout, ...) while a scaler still serves its last recommendation, and reads
+# EvaluationSucceeded otherwise; then SPEC, the SpecAdjusted reason, which names the most consequential
+# value the last evaluation sized with other than the spec states or probably means
+# (CapacityDefaulted, AbsoluteHeadroom, LeadTimeClamped, ...) and reads AsSpecified otherwise. Each
+# cell is one word or number, so a row stays one line. -o wide adds what a healthy scaler's number
+# came from (the binding signal and the constraint), the Ready reason (what is served: Recommended,
+# LastRecommendationHeld, RecommendationStale, NoRecommendation) and what applying the advice saves.
 PREDICTIVE_SCALER = Kind(
     name="PredictiveScaler",
     plural="predictivescalers",
@@ -95,14 +99,19 @@ PREDICTIVE_SCALER = Kind(
         ),
         PrinterColumn(
             "Saving",
-            ".status.advice.saving",
-            description="Held-out replica-hours the advice saves, % (spec.advice)",
+            ".status.adviceSaving",
+            description="Held-out replica-hours applying the advice saves (Applied once applied; spec.advice)",
             priority=1,
         ),
         PrinterColumn(
             "Reason",
             _condition("reason", "Degraded"),
             description="Why the last evaluation failed (EvaluationSucceeded when it did not)",
+        ),
+        PrinterColumn(
+            "Spec",
+            _condition("reason", "SpecAdjusted"),
+            description="What the scaler is sized with other than its spec states or means (AsSpecified: nothing)",
         ),
         _AGE,
     ),

@@ -8,6 +8,12 @@ v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enabl
 trigger metadata; ``caCert``, ``tlsClientCert``, ``tlsClientKey`` as authentication parameters,
 which KEDA reads only from a TriggerAuthentication). Every value that is a decision rather than a
 copy carries its reason into the YAML as a comment, so the reader of a manifest in git sees why.
+
+One value depends on the cluster: the HPA's ``tolerance``, which only Kubernetes' HPAConfigurableTolerance
+and a KEDA whose CRD has the field accept. It is set where the cluster is known to take it
+(:class:`ClusterSupport`, which the command reads) or where the user asks, and left out otherwise: a
+ScaledObject without it is right on every Kubernetes presage supports, one with it is refused by an
+older KEDA's CRD and silently loses it on an older Kubernetes.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.engine.adjustments import planned_adjustments
+from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.serving.keda import SCALER_KEY
 
 JSON = dict[str, Any]
@@ -36,6 +44,18 @@ FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
 # cert-manager's and kubernetes.io/tls Secrets' key names.
 TLS_SECRET_KEYS = {"caCert": "ca.crt", "tlsClientCert": "tls.crt", "tlsClientKey": "tls.key"}
 _DEFAULT_TARGET = ("apps/v1", "Deployment")
+TOLERANCE_BY_DEFAULT = (1, 35)
+"""The Kubernetes version from which HPAConfigurableTolerance is on by default (beta); it is alpha, off
+by default, in 1.33 and 1.34, and absent before."""
+TOLERANCE_GATED = (1, 33)
+TOLERANCE_NEEDS = (
+    "Kubernetes' HPAConfigurableTolerance (on by default from 1.35; a feature gate, off by default, in 1.33 "
+    "and 1.34) and KEDA 2.18 or later, whose ScaledObject CRD has the field"
+)
+TOLERANCE_WHY = (
+    "by default the HPA ignores a change within 10% of the current count (10 -> 11 replicas is a 10% change "
+    "and is dropped)"
+)
 
 
 class ScaledObjectError(Exception):
@@ -49,7 +69,7 @@ class ScaledObjectOptions:
     scaler_address: str = DEFAULT_SCALER_ADDRESS
     name: str | None = None  # the ScaledObject's name; default: the PredictiveScaler's
     polling_interval: int | None = None  # seconds; default: derived from the scaler's interval
-    hpa_tolerance: bool = True
+    hpa_tolerance: bool | None = None  # None: set where the cluster is known to take it (ClusterSupport)
     fallback_failure_threshold: int = DEFAULT_FAILURE_THRESHOLD
     fallback_replicas: int | None = None  # default: max(minReplicas, 1)
     tls: bool = False
@@ -66,6 +86,123 @@ class Rendered:
     warnings: list[str] = field(default_factory=list)
     unchecked: str | None = None
     """What only the cluster could have told (rendered from a file): said, never a failure."""
+
+
+@dataclass(frozen=True)
+class ClusterSupport:
+    """What the cluster the ScaledObject is for takes, as far as the command could read it; None: not known
+    (rendered from a file, or not readable)."""
+
+    kubernetes: tuple[int, int] | None = None
+    """The API server's (major, minor) version (``GET /version``)."""
+    keda_tolerance: bool | None = None
+    """Whether KEDA's ScaledObject CRD has ``behavior.scaleUp.tolerance``."""
+
+    @property
+    def version(self) -> str:
+        return "an unknown version" if self.kubernetes is None else "{}.{}".format(*self.kubernetes)
+
+
+def kubernetes_version(body: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(major, minor) from a ``GET /version`` body; None when it says neither plainly (a provider's
+    ``"minor": "35+"`` is 35)."""
+    try:
+        major, minor = (int(str(body[key]).rstrip("+")) for key in ("major", "minor"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return major, minor
+
+
+def crd_has_tolerance(crd: Mapping[str, Any]) -> bool:
+    """Whether a ScaledObject CustomResourceDefinition's served versions declare
+    ``spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleUp.tolerance``; False for any other shape."""
+    path = ("spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleUp", "tolerance")
+    versions = (crd.get("spec") or {}).get("versions") if isinstance(crd.get("spec"), dict) else None
+    for version in versions if isinstance(versions, list) else ():
+        node: Any = ((version or {}).get("schema") or {}).get("openAPIV3Schema") if isinstance(version, dict) else None
+        for name in path:
+            properties = node.get("properties") if isinstance(node, dict) else None
+            node = properties.get(name) if isinstance(properties, dict) else None
+        if node is not None and version.get("served", True):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Whether the ScaledObject sets ``tolerance: 0``, the comment saying why, and what to tell the person
+    running the command (None: nothing)."""
+
+    included: bool
+    note: str
+    warning: str | None = None
+
+
+def tolerance(option: bool | None, support: ClusterSupport) -> Tolerance:
+    """``--hpa-tolerance`` / ``--no-hpa-tolerance`` as asked; without either, set only where ``support``
+    shows the cluster takes it (Kubernetes 1.35 or later and KEDA's CRD with the field)."""
+    if option is False:
+        return Tolerance(
+            False,
+            "no tolerance (--no-hpa-tolerance): the HPA's default 10% tolerance applies, so a recommendation "
+            "within 10% of the current count (e.g. 10 -> 11 replicas) is ignored.",
+        )
+    if option:
+        refused = _tolerance_refused(support)
+        return Tolerance(
+            True,
+            f"tolerance 0 (--hpa-tolerance): {TOLERANCE_WHY}. It needs {TOLERANCE_NEEDS}; an API server without "
+            "the feature drops the field and the 10% applies.",
+            None if refused is None else f"--hpa-tolerance: {refused}.",
+        )
+    version = support.kubernetes
+    if version is not None and version >= TOLERANCE_BY_DEFAULT and support.keda_tolerance:
+        return Tolerance(
+            True,
+            f"tolerance 0: {TOLERANCE_WHY}. Set because this cluster takes it: Kubernetes {support.version} "
+            "enables HPAConfigurableTolerance by default and KEDA's ScaledObject CRD has the field "
+            "(--no-hpa-tolerance leaves it out).",
+        )
+    if version is None:
+        reason = "the cluster's Kubernetes and KEDA versions are not known"
+    elif version < TOLERANCE_BY_DEFAULT:
+        reason = f"Kubernetes {support.version} does not enable HPAConfigurableTolerance by default"
+    elif support.keda_tolerance is None:
+        reason = "KEDA's ScaledObject CRD could not be read to check that it has the field"
+    else:
+        reason = "KEDA's ScaledObject CRD has no tolerance field (KEDA before 2.18)"
+    return Tolerance(
+        False,
+        f"no tolerance: {reason}, so it is left out, which every Kubernetes and KEDA take; the HPA's default "
+        "10% tolerance applies, so a recommendation within 10% of the current count (e.g. 10 -> 11 "
+        f"replicas) is ignored. --hpa-tolerance sets tolerance 0; it needs {TOLERANCE_NEEDS}.",
+        f"HPA tolerance left out ({reason}): the HPA ignores a change within 10% of the current count "
+        "(10 -> 11 replicas); pass --hpa-tolerance where the cluster takes it (Kubernetes 1.35 or later, or "
+        "1.33 and 1.34 with the HPAConfigurableTolerance feature gate, and KEDA 2.18 or later), or "
+        "--no-hpa-tolerance to say you mean the 10%.",
+    )
+
+
+def _tolerance_refused(support: ClusterSupport) -> str | None:
+    """Why the cluster, as far as known, would not apply a ``tolerance`` it is given; None when it would
+    (or nothing says otherwise)."""
+    if support.keda_tolerance is False:
+        return (
+            "KEDA's ScaledObject CRD in this cluster has no tolerance field (KEDA before 2.18): kubectl apply "
+            "refuses the ScaledObject as an unknown field"
+        )
+    version = support.kubernetes
+    if version is not None and version < TOLERANCE_GATED:
+        return (
+            f"Kubernetes {support.version} has no configurable HPA tolerance: the API server drops the field "
+            "and the HPA keeps its 10%"
+        )
+    if version is not None and version < TOLERANCE_BY_DEFAULT:
+        return (
+            f"Kubernetes {support.version} takes tolerance only with the HPAConfigurableTolerance feature gate "
+            "on (off by default before 1.35); without it the field is dropped and the HPA keeps its 10%"
+        )
+    return None
 
 
 def polling_interval_seconds(interval: timedelta) -> int:
@@ -175,15 +312,21 @@ def _trigger_authentication(name: str, namespace: str, options: ScaledObjectOpti
 
 
 def render(
-    scaler: Mapping[str, Any], options: ScaledObjectOptions | None = None, *, from_cluster: bool = True
+    scaler: Mapping[str, Any],
+    options: ScaledObjectOptions | None = None,
+    *,
+    from_cluster: bool = True,
+    support: ClusterSupport | None = None,
 ) -> Rendered:
     """The ScaledObject (and, with ``tls_secret``, its TriggerAuthentication) for one PredictiveScaler.
 
     ``scaler`` is the PredictiveScaler as the API server returns it or, with ``from_cluster`` False,
     as a file holds it: the same manifests, but its status (whether presage has evaluated it, the
     workload's current count) is not the cluster's now, so the warnings that read it give way to
-    :attr:`Rendered.unchecked`. Raises :class:`ScaledObjectError` when it cannot be served through
-    KEDA (an Agones Fleet, an invalid spec) or the options contradict each other.
+    :attr:`Rendered.unchecked`. ``support``: what the cluster takes, as far as known (default: nothing
+    known), which decides the HPA tolerance unless the options do. Raises :class:`ScaledObjectError`
+    when it cannot be served through KEDA (an Agones Fleet, an invalid spec) or the options contradict
+    each other.
     """
     options = options or ScaledObjectOptions()
     validate_options(options)
@@ -209,6 +352,7 @@ def render(
         )
     polling = options.polling_interval or polling_interval_seconds(spec.interval)
     so_name = options.name or name
+    hpa_tolerance = tolerance(options.hpa_tolerance, support or ClusterSupport())
 
     metadata = {"scalerAddress": options.scaler_address, SCALER_KEY: name}
     tls = options.tls or options.tls_secret is not None
@@ -236,7 +380,7 @@ def render(
                 "behavior": FALLBACK_BEHAVIOR,
             },
             "advanced": {
-                "horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(policy.max_replicas, options.hpa_tolerance)}
+                "horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(policy.max_replicas, hpa_tolerance.included)}
             },
             "triggers": [trigger],
         },
@@ -244,14 +388,20 @@ def render(
     documents.insert(0, scaled_object)
     return Rendered(
         documents=documents,
-        notes=_notes(where, spec, polling, options, floor, tls),
-        warnings=_warnings(where, spec, status, options, floor),
+        notes=_notes(where, spec, polling, options, floor, tls, hpa_tolerance),
+        warnings=_warnings(where, spec, status, options, floor, hpa_tolerance),
         unchecked=None if from_cluster else _unchecked(where, spec),
     )
 
 
 def _notes(
-    where: str, spec: PredictiveScalerSpec, polling: int, options: ScaledObjectOptions, floor: int, tls: bool
+    where: str,
+    spec: PredictiveScalerSpec,
+    polling: int,
+    options: ScaledObjectOptions,
+    floor: int,
+    tls: bool,
+    hpa_tolerance: Tolerance,
 ) -> list[str]:
     interval = int(spec.interval.total_seconds())
     notes = [
@@ -269,18 +419,7 @@ def _notes(
         "HPA behavior: no stabilization window and policies that allow any step, because presage already "
         "applies its own scale-down window and rate limits.",
     ]
-    if options.hpa_tolerance:
-        notes.append(
-            "tolerance 0: by default the HPA ignores a change within 10% of the current count (10 -> 11 "
-            "replicas is a 10% change and is dropped). It needs the HPAConfigurableTolerance feature (beta "
-            "and on by default from Kubernetes 1.34, an alpha feature gate in 1.33) and a KEDA whose CRD "
-            "has the field; otherwise generate with --no-hpa-tolerance."
-        )
-    else:
-        notes.append(
-            "no tolerance (--no-hpa-tolerance): the HPA's default 10% tolerance applies, so a recommendation "
-            "within 10% of the current count (e.g. 10 -> 11 replicas) is ignored."
-        )
+    notes.append(hpa_tolerance.note)
     notes.append(_fallback_note(spec.policy.min_replicas, options, floor))
     if tls:
         how = (
@@ -338,11 +477,13 @@ def _warnings(
     status: PredictiveScalerStatus | None,
     options: ScaledObjectOptions,
     floor: int,
+    hpa_tolerance: Tolerance,
 ) -> list[str]:
     """What the person applying the ScaledObject should know; with ``status`` None (not read from the
-    cluster) only what the spec alone tells."""
+    cluster) only what the spec alone tells: among it, what the scaler is sized with other than its spec
+    states or probably means, as its SpecAdjusted condition will say."""
     policy = spec.policy
-    warnings: list[str] = []
+    warnings = [f"{where}: {adjusted}" for adjusted in _adjustments(spec)]
     if status is not None and status.recommended_replicas is None:
         warnings.append(
             f"{where} has no recommendation yet: KEDA gets NOT_FOUND (counted towards the fallback) until "
@@ -366,7 +507,17 @@ def _warnings(
                 else "."
             )
         )
+    if hpa_tolerance.warning is not None:
+        warnings.append(hpa_tolerance.warning)
     return warnings
+
+
+def _adjustments(spec: PredictiveScalerSpec) -> list[str]:
+    """:func:`~presage_scaler.engine.adjustments.planned_adjustments`, each as its reason and message."""
+    try:
+        return [f"SpecAdjusted {a.reason}: {a.message}" for a in planned_adjustments(spec)]
+    except HorizonError as exc:
+        return [f"no evaluation can succeed ({exc.reason}): {exc}"]
 
 
 def to_yaml(rendered: Rendered, width: int = 100) -> str:

@@ -1,5 +1,6 @@
 """``presage scaledobject``: read a PredictiveScaler from the cluster, or from a file or stdin without
-one (a GitOps pipeline: Argo CD, Flux), and print its KEDA ScaledObject."""
+one (a GitOps pipeline: Argo CD, Flux), and print its KEDA ScaledObject. From the cluster it also reads
+what decides the HPA tolerance: the API server's version and KEDA's ScaledObject CRD."""
 
 from __future__ import annotations
 
@@ -14,17 +15,21 @@ from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.cli.scaledobject import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_SCALER_ADDRESS,
+    ClusterSupport,
     ScaledObjectError,
     ScaledObjectOptions,
+    crd_has_tolerance,
+    kubernetes_version,
     render,
     to_yaml,
     validate_options,
 )
 from presage_scaler.clients.kube import config as kube_config
-from presage_scaler.clients.kube.client import JSON, KubeClient
+from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient
 from presage_scaler.controller.scaler_lookup import CommandError, read_scaler
 
 PROG = "presage scaledobject"
+SCALED_OBJECT_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/scaledobjects.keda.sh"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,9 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hpa-tolerance",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="set the HPA's tolerance to 0 so that small changes (10 -> 11 replicas) are applied; needs Kubernetes "
-        "HPAConfigurableTolerance (on by default from 1.34) and a KEDA that knows the field (default: on)",
+        "HPAConfigurableTolerance (on by default from 1.35, a feature gate in 1.33 and 1.34) and KEDA 2.18 or "
+        "later (default: set where the cluster's /version and KEDA's CRD show both; left out with -f)",
     )
     parser.add_argument(
         "--fallback-failure-threshold",
@@ -100,13 +106,29 @@ def options_from(args: argparse.Namespace) -> ScaledObjectOptions:
     )
 
 
-async def _fetch(args: argparse.Namespace) -> JSON:
+async def _fetch(args: argparse.Namespace) -> tuple[JSON, ClusterSupport]:
+    """The PredictiveScaler, and what the cluster takes as far as it can be read (an answer it cannot
+    read leaves that part unknown: the tolerance is then left out, and the command says so)."""
     try:
         config = kube_config.load(args.kubeconfig, args.context)
     except kube_config.KubeConfigError as exc:
         raise CommandError(str(exc)) from None
     async with KubeClient(config, user_agent="presage-scaledobject") as client:
-        return await read_scaler(client, args.namespace or config.namespace, args.name)
+        scaler = await read_scaler(client, args.namespace or config.namespace, args.name)
+        return scaler, await cluster_support(client)
+
+
+async def cluster_support(client: KubeClient) -> ClusterSupport:
+    """The API server's version and whether KEDA's ScaledObject CRD has the HPA tolerance field."""
+    try:
+        version = kubernetes_version(await client.request("GET", "/version"))
+    except ApiError:
+        version = None
+    try:
+        keda_tolerance: bool | None = crd_has_tolerance(await client.request("GET", SCALED_OBJECT_CRD))
+    except ApiError:
+        keda_tolerance = None
+    return ClusterSupport(version, keda_tolerance)
 
 
 def _read(filename: str) -> tuple[str, str]:
@@ -168,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args)
         validate_options(options)
         if args.filename is None:
-            rendered = render(asyncio.run(_fetch(args)), options)
+            scaler, support = asyncio.run(_fetch(args))
+            rendered = render(scaler, options, support=support)
         else:
             rendered = render(from_file(args.filename, args.name, args.namespace), options, from_cluster=False)
     except (CommandError, ScaledObjectError) as exc:

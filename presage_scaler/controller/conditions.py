@@ -1,6 +1,7 @@
 """Conditions: the ``Ready``/``Degraded`` pair every PredictiveScaler and ForecastBackend reports, and a
-PredictiveScaler's ``Consumed`` (whether anything applies its recommendation) and ``SpecAdjusted``
-(whether the last evaluation used the spec as written).
+PredictiveScaler's ``Consumed`` (whether anything applies its recommendation, and whether a KEDA
+formula stands between it and the count) and ``SpecAdjusted`` (whether the last evaluation sized it
+with anything other than its spec states or probably means).
 
 A condition's ``lastTransitionTime`` moves only when its status flips, so ``kubectl describe``
 answers "since when" truthfully; reason and message may change without a transition.
@@ -8,7 +9,7 @@ answers "since when" truthfully; reason and message may change without a transit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -16,7 +17,7 @@ from typing import Protocol
 from presage_scaler.api.conditions import Condition, ConditionStatus
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.reasons import Reason
-from presage_scaler.engine.leadtime import Adjustment
+from presage_scaler.engine.adjustments import Adjustment
 from presage_scaler.serving.keda import SCALER_KEY
 
 READY = "Ready"
@@ -67,6 +68,11 @@ class ScaledObjectConsumers(Protocol):
         ``None`` when ScaledObjects are not known (KEDA's CRD not served, or the watch not synced)."""
         ...
 
+    def formulas(self, namespace: str, scaler: str) -> Mapping[str, str]:
+        """Those of :meth:`consumers` that compose their triggers with ``advanced.scalingModifiers``,
+        each with its formula."""
+        ...
+
 
 def consumed_condition(
     spec: PredictiveScalerSpec, namespace: str, name: str, scaled_objects: ScaledObjectConsumers
@@ -82,13 +88,14 @@ def consumed_condition(
     found = scaled_objects.consumers(namespace, name)
     if found:
         plural = "s" if len(found) > 1 else ""
-        return ConditionUpdate(
-            CONSUMED,
-            "True",
-            Reason.SCALED_OBJECT_FOUND,
+        named = (
             f"KEDA ScaledObject{plural} {', '.join(found)} in namespace {namespace} "
-            f"{'name' if plural else 'names'} this scaler in an external trigger ({SCALER_KEY}: {name})",
+            f"{'name' if plural else 'names'} this scaler in an external trigger ({SCALER_KEY}: {name})"
         )
+        formulas = scaled_objects.formulas(namespace, name)
+        if formulas:
+            return ConditionUpdate(CONSUMED, "True", Reason.SCALING_MODIFIERS, named + _formula_warning(spec, formulas))
+        return ConditionUpdate(CONSUMED, "True", Reason.SCALED_OBJECT_FOUND, named)
     target = spec.scale_target_ref
     if target.is_agones_fleet:
         return ConditionUpdate(
@@ -117,6 +124,21 @@ def consumed_condition(
     )
 
 
+def _formula_warning(spec: PredictiveScalerSpec, formulas: Mapping[str, str]) -> str:
+    """What a scalingModifiers formula does to presage's answer, in this scaler's mode."""
+    which = "; ".join(f"{so}: {formula!r}" for so, formula in sorted(formulas.items()))
+    effect = (
+        "in Shadow presage answers 0 beside other triggers (the current count when alone), and the formula "
+        "passes that on: an average or a sum moves the count, max() leaves it"
+        if spec.mode == "Shadow"
+        else "the count is the formula's result, not the recommendation as presage made it"
+    )
+    return (
+        f"; but KEDA scales to advanced.scalingModifiers.formula ({which}), not to presage's answer: {effect}. "
+        "Drop presage's trigger from a ScaledObject with a formula, or give presage a ScaledObject of its own"
+    )
+
+
 def hides_known(consumed: ConditionUpdate, was: Condition | None, generation: int) -> bool:
     """Whether ``consumed`` is a cache's ``ScaledObjectsUnknown`` over a True or False that ``was``
     written for this same generation."""
@@ -128,9 +150,11 @@ def hides_known(consumed: ConditionUpdate, was: Condition | None, generation: in
     )
 
 
-def unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, generation: int) -> bool:
-    """Whether an Enforce scaler's ``consumed`` warrants a Warning Event now: when it is False, once
-    it is found so, and again after each spec change (a switch to Enforce is one) while it stays so.
+def consumed_warning_due(mode: str, was: Condition | None, consumed: ConditionUpdate, generation: int) -> bool:
+    """Whether ``consumed`` warrants a Warning Event now: an Enforce scaler that nothing applies
+    (False), or a Shadow scaler whose answer a ScaledObject's formula passes on to the count
+    (:data:`Reason.SCALING_MODIFIERS`); once it is found so, and again after each spec change (a
+    switch of mode is one) while it stays so.
 
     Decided from the ``Consumed`` condition last written (``was``), so a restart or a new leader
     does not warn again.
@@ -141,17 +165,21 @@ def unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, gen
         and was.reason == consumed.reason
         and was.observed_generation == generation
     )
-    return consumed.status == "False" and not repeat
+    warns = (mode == "Enforce" and consumed.status == "False") or (
+        mode == "Shadow" and consumed.reason == Reason.SCALING_MODIFIERS
+    )
+    return warns and not repeat
 
 
 def spec_adjusted_condition(adjustments: Sequence[Adjustment]) -> ConditionUpdate:
     """``SpecAdjusted``: True, with the most consequential adjustment's reason and every adjustment
-    in the message, when the last evaluation used another lead time or horizon than the spec's."""
+    in the message, when the last evaluation sized the scaler with anything other than its spec
+    states or probably means (:mod:`presage_scaler.engine.adjustments`)."""
     if not adjustments:
         return ConditionUpdate(
             SPEC_ADJUSTED,
             "False",
             Reason.AS_SPECIFIED,
-            "the last evaluation used the lead time and horizon as specified",
+            "the last evaluation used the spec as written: its capacity, headroom, lead time and horizon",
         )
     return ConditionUpdate(SPEC_ADJUSTED, "True", adjustments[0].reason, "; ".join(a.message for a in adjustments))

@@ -6,12 +6,13 @@ current count, beside other triggers it reports 0. Which case applies is read fr
 of KEDA ScaledObjects (``keda.sh/v1alpha1``), so answering KEDA costs no API call. The same watch
 keeps an index from PredictiveScaler to the ScaledObjects whose external trigger names it, so that
 the controller learns whether anything applies a recommendation without scanning every ScaledObject
-at every evaluation.
+at every evaluation, and which of those compose their triggers with ``advanced.scalingModifiers``:
+KEDA then scales to the formula's result, which can pass a Shadow answer of 0 on to the count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from presage_scaler.clients.kube.client import JSON, KubeClient, Resource
 from presage_scaler.clients.kube.informer import Informer, Key, key_of
@@ -40,16 +41,27 @@ def scalers_named(obj: JSON) -> frozenset[str]:
     return frozenset(names)
 
 
+def scaling_formula(obj: JSON) -> str | None:
+    """A ScaledObject's ``advanced.scalingModifiers.formula``; None when it sets none. Never raises,
+    whatever the ScaledObject's shape."""
+    node: object = obj
+    for name in ("spec", "advanced", "scalingModifiers", "formula"):
+        node = node.get(name) if isinstance(node, dict) else None
+    return node if isinstance(node, str) and node.strip() else None
+
+
 class ConsumerIndex:
-    """PredictiveScaler (namespace, name) -> the ScaledObjects in that namespace naming it, kept
-    current from informer events."""
+    """PredictiveScaler (namespace, name) -> the ScaledObjects in that namespace naming it, and the
+    formulas of those that set one, kept current from informer events."""
 
     def __init__(self) -> None:
         self._named: dict[Key, frozenset[str]] = {}  # ScaledObject -> the scalers it names
         self._consumers: dict[Key, set[str]] = {}  # scaler -> the ScaledObjects naming it
+        self._formulas: dict[Key, str] = {}  # ScaledObject naming a scaler -> its scalingModifiers formula
 
     async def on_event(self, kind: str, obj: JSON) -> None:
         namespace, scaled_object = key = key_of(obj)
+        self._formulas.pop(key, None)
         for scaler in self._named.pop(key, frozenset()):
             consumers = self._consumers[(namespace, scaler)]
             consumers.discard(scaled_object)
@@ -60,11 +72,19 @@ class ConsumerIndex:
         names = scalers_named(obj)
         if names:
             self._named[key] = names
+            formula = scaling_formula(obj)
+            if formula is not None:
+                self._formulas[key] = formula
         for scaler in names:
             self._consumers.setdefault((namespace, scaler), set()).add(scaled_object)
 
     def consumers(self, namespace: str, scaler: str) -> list[str]:
         return sorted(self._consumers.get((namespace, scaler), ()))
+
+    def formulas(self, namespace: str, scaler: str) -> dict[str, str]:
+        """The ScaledObjects naming ``scaler`` that set a scalingModifiers formula, and each formula."""
+        found = ((so, self._formulas.get((namespace, so))) for so in self._consumers.get((namespace, scaler), ()))
+        return {so: formula for so, formula in found if formula is not None}
 
 
 class KubeScaledObjectTriggers:
@@ -93,3 +113,6 @@ class KubeScaledObjectTriggers:
     def consumers(self, namespace: str, scaler: str) -> list[str] | None:
         """Unknown (``None``) until every watched namespace is listed, and while KEDA's CRD is not served."""
         return self.index.consumers(namespace, scaler) if self.informer.synced else None
+
+    def formulas(self, namespace: str, scaler: str) -> Mapping[str, str]:
+        return self.index.formulas(namespace, scaler)

@@ -25,6 +25,7 @@ from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
+from presage_scaler.controller.advice_saving import advice_saving
 from presage_scaler.controller.conditions import (
     CONSUMED,
     DEGRADED,
@@ -32,11 +33,11 @@ from presage_scaler.controller.conditions import (
     ConditionUpdate,
     ScaledObjectConsumers,
     consumed_condition,
+    consumed_warning_due,
     find,
     hides_known,
     merge_conditions,
     spec_adjusted_condition,
-    unconsumed_warning_due,
 )
 from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
@@ -46,9 +47,10 @@ from presage_scaler.controller.secrets import SecretTokens
 from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
+from presage_scaler.engine.adjustments import spec_adjustments
 from presage_scaler.engine.calibration import CalibrationState
 from presage_scaler.engine.evaluator import EvaluationError, Recommendation, evaluate
-from presage_scaler.engine.leadtime import HorizonError, spec_adjustments
+from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.engine.signals import PrometheusSignalSource
@@ -201,7 +203,7 @@ class ScalerReconciler:
             consumed = self._consumed(spec, namespace, name, was_consumed, generation)
             if consumed is not None:
                 conditions.append(consumed)
-                if spec.mode == "Enforce" and unconsumed_warning_due(was_consumed, consumed, generation):
+                if consumed_warning_due(spec.mode, was_consumed, consumed, generation):
                     warning = consumed
             backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
             backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
@@ -249,9 +251,10 @@ class ScalerReconciler:
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
             served_at = base.last_forecast.generated_at if base.last_forecast else None
-            return self._status_patch(
+            fields = self._status_patch(
                 base, served_at, generation, current, recommendation, failure, shadow, interval, now, conditions
             )
+            return {**fields, "adviceSaving": advice_saving(base.advice, entry.spec_json())}
 
         fields = patch_of(status)
         if recommendation is not None:
@@ -346,7 +349,7 @@ class ScalerReconciler:
         warning: ConditionUpdate | None,
     ) -> None:
         """``warning``: a condition written that calls for a Warning Event of its reason (``Consumed``
-        False in Enforce, the first time at this generation)."""
+        False in Enforce, or ScalingModifiers in Shadow, the first time at this generation)."""
         if warning is not None:
             await self._events.record(obj, "Warning", warning.reason, warning.message)
         was: Condition | None = find(previous.conditions, DEGRADED)

@@ -73,7 +73,8 @@ def _dict(value: object) -> dict[str, object]:
 def visible_key(status: JSON) -> str:
     """What a change of must be written at once: what KEDA, Agones and the policy act on (the counts,
     the scale-down window), what ``kubectl get`` explains the number with (binding signal and
-    constraint, the backend), and the conditions, whose messages count except the forecast figures
+    constraint, the backend) and shows of the advice (``adviceSaving``, which moves only when presage
+    advise writes or the spec changes), and the conditions, whose messages count except the forecast figures
     a successful ``Ready`` restates every evaluation. ``lastScaleTime`` does not count: no decision
     reads it, and it moves at every evaluation whose recommendation differs from the current count
     (every evaluation of a Shadow scaler that would scale). Nor does each signal's count
@@ -106,6 +107,7 @@ def visible_key(status: JSON) -> str:
         breakdown.get("bindingSignal"),
         breakdown.get("constraint"),
         forecast.get("backend"),
+        status.get("adviceSaving"),
         shown,
     ]
     return json.dumps(key, default=str, separators=(",", ":"))

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from presage_scaler.api.predictive_scaler import (
+    SINGLE_SIGNAL,
     CapacitySpec,
     LastForecast,
     PredictiveScalerSpec,
@@ -83,13 +84,13 @@ class SignalSpec:
 
 
 def signal_specs(spec: PredictiveScalerSpec) -> list[SignalSpec]:
-    """The scaler's signals in spec order; the single-signal form is named ``default``."""
+    """The scaler's signals in spec order; the single-signal form is named :data:`SINGLE_SIGNAL`."""
     if spec.signal is not None:
         assert spec.signal.prometheus is not None  # enforced by the API rules
         capacity = spec.capacity or CapacitySpec()
         return [
             SignalSpec(
-                name="default",
+                name=SINGLE_SIGNAL,
                 query=spec.signal.prometheus,
                 history=spec.signal.history,
                 resolution=spec.signal.resolution,

@@ -39,6 +39,21 @@ def get(plane: KubeControlPlane, kind: str, name: str, namespace: str | None = N
     return json.loads(plane.kubectl(*args).stdout)
 
 
+def scaler_table(plane: KubeControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
+    """The API server's own Table of the namespace's PredictiveScalers, what ``kubectl get`` prints (every
+    column, -o wide's included), as name -> column -> cell (None where the column's path finds nothing)."""
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+    with plane.http_client() as http:
+        response = http.get(
+            f"/apis/scaling.presage.sh/v1alpha1/namespaces/{namespace}/predictivescalers", headers={"Accept": accept}
+        )
+    response.raise_for_status()
+    table = response.json()
+    assert table["kind"] == "Table", table
+    names = [column["name"] for column in table["columnDefinitions"]]
+    return {row["cells"][0]: dict(zip(names, row["cells"], strict=True)) for row in table["rows"]}
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

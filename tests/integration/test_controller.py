@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from presage_scaler.api.quantities import format_significant
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import running
@@ -33,6 +34,7 @@ from tests.harness.presage_cluster import (
     options,
     predictive_scaler,
     recent_samples,
+    scaler_table,
 )
 from tests.harness.prometheus import Series
 
@@ -53,17 +55,24 @@ async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace,
         status = scaler["status"]
         assert status["currentReplicas"] == 3
         assert status["observedGeneration"] == scaler["metadata"]["generation"]
-        assert status["breakdown"]["bindingSignal"] == "default"
+        assert status["breakdown"]["bindingSignal"] == "demand"  # the single signal, never a backend's name
         assert status["lastForecast"]["backend"] == backend_name  # the ForecastBackend, not its type
+        # Written as kubectl get's FORECAST shows it: 4 significant digits, not a fraction's 4 decimals.
+        point = status["lastForecast"]["point"]
+        assert point == format_significant(float(point)), point
         assert status["lastForecast"]["leadTimeSeconds"] == 120
         assert set(status["lastForecast"]["quantiles"]) == {"0.5", "0.9"}
         [signal] = status["signalStatuses"]
-        assert signal["name"] == "default" and float(signal["observed"]) == pytest.approx(
+        assert signal["name"] == "demand" and float(signal["observed"]) == pytest.approx(
             demand(datetime.now(UTC)), abs=6.0
         )
         ready, degraded = condition(scaler, "Ready"), condition(scaler, "Degraded")
         assert ready["status"] == "True" and ready["reason"] == "Recommended"
         assert degraded["status"] == "False" and degraded["reason"] == "EvaluationSucceeded"
+        adjusted = condition(scaler, "SpecAdjusted")
+        assert (adjusted["status"], adjusted["reason"]) == ("False", "AsSpecified"), adjusted
+        row = scaler_table(cluster, kube_namespace)["web"]
+        assert (row["Binding"], row["Spec"], row["Forecast"]) == ("demand", "AsSpecified", point)
         assert f"recommended {status['recommendedReplicas']} replicas" in ready["message"]
         # The store every server reads is fed from that status.
         stored = app.store.get(kube_namespace, "web")

@@ -14,6 +14,7 @@ import yaml
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from tests.harness.presage_cluster import scaler_table
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +161,7 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
         "currentReplicas": 6,
         "recommendedReplicas": 7,
         "lastForecast": forecast,
-        "breakdown": {"predictive": 6, "reactive": 7, "bindingSignal": "default", "constraint": "ReactiveFloor"},
+        "breakdown": {"predictive": 6, "reactive": 7, "bindingSignal": "demand", "constraint": "ReactiveFloor"},
     }
     set_status(
         plane,
@@ -171,6 +172,7 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
             "conditions": [
                 condition("Ready", "True", "Recommended"),
                 condition("Degraded", "False", "EvaluationSucceeded"),
+                condition("SpecAdjusted", "False", "AsSpecified"),
             ],
         },
         kube_namespace,
@@ -178,6 +180,7 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
     held = [
         condition("Ready", "True", "LastRecommendationHeld"),
         condition("Degraded", "True", "PrometheusUnreachable"),
+        condition("SpecAdjusted", "True", "CapacityDefaulted"),
     ]
     set_status(plane, "ps", "cart", {**healthy, "conditions": held}, kube_namespace)
     # Never evaluated successfully: no count, and the failure is the reason.
@@ -194,9 +197,16 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
         "RECOMMENDED",
         "READY",
         "REASON",
+        "SPEC",
         "AGE",
     ]
     assert (rows["checkout"]["READY"], rows["checkout"]["REASON"]) == ("True", "EvaluationSucceeded")
+    # What the last evaluation sized with other than the spec says, beside whether it worked.
+    assert (rows["checkout"]["SPEC"], rows["cart"]["SPEC"], rows["search"]["SPEC"]) == (
+        "AsSpecified",
+        "CapacityDefaulted",
+        "",
+    )
     assert (rows["cart"]["READY"], rows["cart"]["REASON"]) == ("True", "PrometheusUnreachable")
     assert (rows["search"]["READY"], rows["search"]["REASON"]) == ("False", "PrometheusUnreachable")
     assert (rows["search"]["FORECAST"], rows["search"]["RECOMMENDED"]) == ("", "")
@@ -210,15 +220,33 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
         "CURRENT": "6",
         "FORECAST": "274.3",
         "RECOMMENDED": "7",
-        "BINDING": "default",
+        "BINDING": "demand",
         "CONSTRAINT": "ReactiveFloor",
         "READY": "True",
         "SERVING": "Recommended",
         "SAVING": "",
         "REASON": "EvaluationSucceeded",
+        "SPEC": "AsSpecified",
         "AGE": "",
     }
     assert wide["cart"]["SERVING"] == "LastRecommendationHeld"
+
+
+def test_the_table_says_what_the_advice_saves_with_its_unit(crds_installed, kube_namespace):
+    """SAVING is status.adviceSaving, a cell with its unit (or Applied), not advice.saving's bare figure;
+    SPEC is the SpecAdjusted reason."""
+    plane = crds_installed
+    for name in ("advised", "applied", "never"):
+        apply(plane, kube_namespace, {**SCALER, "metadata": {"name": name}})
+    advice = {"verdict": "Advised", "saving": "5.1072", "serviceLevel": "1%"}
+    adjusted = condition("SpecAdjusted", "True", "AbsoluteHeadroom")
+    set_status(
+        plane, "ps", "advised", {"advice": advice, "adviceSaving": "5.1%", "conditions": [adjusted]}, kube_namespace
+    )
+    set_status(plane, "ps", "applied", {"advice": advice, "adviceSaving": "Applied"}, kube_namespace)
+    rows = scaler_table(plane, kube_namespace)
+    assert (rows["advised"]["Saving"], rows["applied"]["Saving"], rows["never"]["Saving"]) == ("5.1%", "Applied", None)
+    assert (rows["advised"]["Spec"], rows["never"]["Spec"]) == ("AbsoluteHeadroom", None)
 
 
 def test_get_says_why_a_backend_is_not_ready(crds_installed):

@@ -74,10 +74,10 @@ async def test_end_to_end_recommendation(prometheus_factory):
     assert recommendation.replicas == expected
     assert recommendation.breakdown.predictive == expected
     assert recommendation.breakdown.reactive == math.ceil(demand(NOW) * 1.1 / 10)
-    assert recommendation.breakdown.binding_signal == "default"
+    assert recommendation.breakdown.binding_signal == "demand"
     assert recommendation.breakdown.constraint == ""
     [status] = recommendation.signal_statuses
-    assert status.name == "default" and status.gap_steps == 0 and status.replicas == expected
+    assert status.name == "demand" and status.gap_steps == 0 and status.replicas == expected
     assert status.observed == pytest.approx(demand(NOW))
     # Sized to the window's highest demand; the forecast at the lead time is what lastForecast reports.
     assert status.sized_to == pytest.approx(upper, rel=1e-6)

@@ -39,6 +39,7 @@ from tests.harness.presage_cluster import (
     get,
     install_crds,
     predictive_scaler,
+    scaler_table,
     seasonal_backend,
     unique,
 )
@@ -366,3 +367,90 @@ async def test_enforce_with_nothing_to_apply_it_says_so_once(
         assert condition(await evaluate("web"), "Consumed")["status"] == "False"
         # (one Event counting 2, or two if the running controller recorded the first)
         assert sum(w["count"] for w in warnings()) == 2
+
+
+async def test_what_the_user_probably_did_not_mean_is_said_where_they_look(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    """A Shadow scaler without capacity and with an absolute headroom, named by a ScaledObject whose
+    scalingModifiers formula averages it with CPU: ``SpecAdjusted`` says CapacityDefaulted, with every
+    notice in its message, and so does ``kubectl get``'s SPEC cell; ``Consumed`` says ScalingModifiers,
+    with one Warning Event. Its advice's SAVING carries a unit, and reads Applied once the spec holds it."""
+    ns = kube_namespace
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples()))
+    apply(cluster, deployment("web", CURRENT), ns)
+    scaler = predictive_scaler(
+        "web",
+        "web",
+        prom.url,
+        "app_demand",
+        backend_name,
+        interval="10m",
+        forecast={"backendRef": backend_name, "horizon": "12m"},
+        policy={"maxReplicas": 500, "headroom": 10},
+    )
+    del scaler["spec"]["capacity"]
+    apply(cluster, scaler, ns)
+    averaged = scaled_object("web-avg", [{**PRESAGE_TRIGGER, "name": "presage"}, {**CPU_TRIGGER, "name": "cpu"}])
+    averaged["spec"]["advanced"] = {"scalingModifiers": {"target": "1", "formula": "(presage + cpu) / 2"}}
+    apply(cluster, averaged, ns)
+
+    async with running(options(cluster, ns)) as app:
+        await until(
+            instant(lambda: app.triggers.formulas(ns, "web")),
+            lambda f: f == {"web-avg": "(presage + cpu) / 2"},
+            "the index",
+        )
+        controller = ScalerController(
+            app.client,
+            RecommendationStore(),
+            app.backends,
+            PrometheusClientPool(),
+            EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+            ScalerMetrics(),
+            scaled_objects=app.triggers,
+        )
+
+        async def evaluate() -> dict[str, Any]:
+            obj = get(cluster, "predictivescaler", "web", ns)
+            await controller.reconcile(ScalerEntry(obj=obj, generation=obj["metadata"]["generation"]))
+            return get(cluster, "predictivescaler", "web", ns)
+
+        for _ in range(3):
+            web = await evaluate()
+        adjusted = condition(web, "SpecAdjusted")
+        assert (adjusted["status"], adjusted["reason"]) == ("True", "CapacityDefaulted"), adjusted
+        assert "capacity is not set" in adjusted["message"]
+        assert "policy.headroom 10 is a number, so it means 10 signal units" in adjusted["message"]
+        # Nothing refused: one replica per unit of a demand of 100-150 is sized as the reference says.
+        assert web["status"]["breakdown"]["predictive"] > 100
+        consumed = condition(web, "Consumed")
+        assert (consumed["status"], consumed["reason"]) == ("True", "ScalingModifiers"), consumed
+        assert "advanced.scalingModifiers.formula (web-avg: '(presage + cpu) / 2')" in consumed["message"]
+        assert "an average or a sum moves the count" in consumed["message"]
+
+        def warnings() -> list[dict[str, Any]]:
+            events = json.loads(cluster.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+            return [e for e in events if e["reason"] == "ScalingModifiers"]
+
+        # However many evaluations see it (the running controller's and ours): one Warning, once.
+        [warning] = await until(instant(warnings), lambda w: len(w) == 1, "the ScalingModifiers Event")
+        assert warning["type"] == "Warning" and warning["count"] == 1
+        assert scaler_table(cluster, ns)["web"]["Spec"] == "CapacityDefaulted"
+
+        # presage advise writes status.advice (here by hand); the controller shows its saving, with its unit.
+        advised = {"policy": {"targetQuantile": "0.95"}}
+        advice = {
+            "verdict": "Advised",
+            "saving": "5.1072",
+            "serviceLevel": "1%",
+            "patch": json.dumps({"spec": advised}),
+        }
+        patch = json.dumps({"status": {"advice": advice}})
+        cluster.kubectl("patch", "ps", "web", "-n", ns, "--subresource=status", "--type=merge", "-p", patch)
+        assert (await evaluate())["status"]["adviceSaving"] == "5.1%"
+        assert scaler_table(cluster, ns)["web"]["Saving"] == "5.1%"
+        # Applied (the spec now holds the advised change): Applied, at the evaluation the spec change starts.
+        cluster.kubectl("patch", "ps", "web", "-n", ns, "--type=merge", "-p", json.dumps({"spec": advised}))
+        assert (await evaluate())["status"]["adviceSaving"] == "Applied"
+        assert scaler_table(cluster, ns)["web"]["Saving"] == "Applied"

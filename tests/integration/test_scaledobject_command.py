@@ -52,6 +52,11 @@ def test_printed_scaled_object_is_accepted_by_the_api_server(cluster, kube_names
     assert result.returncode == 0, result.stderr
     # Not evaluated yet (no controller runs here): the command says what KEDA will see meanwhile.
     assert "no recommendation yet" in result.stderr
+    # This API server (1.35 or later) and KEDA's CRD take the tolerance: read from the cluster, it is set.
+    assert "tolerance left out" not in result.stderr
+    assert "Set because this cluster takes it: Kubernetes 1." in " ".join(
+        line.lstrip("# ") for line in result.stdout.splitlines() if line.startswith("#")
+    )
     [printed] = list(yaml.safe_load_all(result.stdout))
     spec = printed["spec"]
     assert printed["metadata"] == {"name": "web", "namespace": kube_namespace}
@@ -72,19 +77,60 @@ def test_a_file_renders_offline_what_the_cluster_renders(cluster, kube_namespace
     the API server that stored it (with its defaults filled in); the API server accepts it."""
     scaler = web_scaler(mode="Shadow")
     apply(cluster, scaler, kube_namespace)
-    online = presage(cluster, "web", "-n", kube_namespace, "--tls")
+    online = presage(cluster, "web", "-n", kube_namespace, "--tls", "--hpa-tolerance")
     path = tmp_path / "web.yaml"
     path.write_text(yaml.safe_dump({**scaler, "metadata": {"name": "web", "namespace": kube_namespace}}))
-    offline = subprocess.run(
-        [sys.executable, "-m", "presage_scaler.cli.main", "scaledobject", "-f", str(path), "--tls",
-         "--kubeconfig", str(tmp_path / "absent.kubeconfig")],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-    )  # fmt: skip
+    offline = render_file(path, tmp_path, "--tls", "--hpa-tolerance")
     assert online.returncode == offline.returncode == 0, (online.stderr, offline.stderr)
     assert offline.stdout == online.stdout
     assert "read from a file, not from the cluster" in offline.stderr and "no recommendation yet" in online.stderr
     applied = kubectl_apply(cluster, offline.stdout)
     assert applied.returncode == 0, applied.stderr
+
+
+def render_file(path, tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``presage scaledobject -f`` with no cluster to reach."""
+    return subprocess.run(
+        [sys.executable, "-m", "presage_scaler.cli.main", "scaledobject", "-f", str(path), *args,
+         "--kubeconfig", str(tmp_path / "absent.kubeconfig")],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+
+
+def test_without_the_cluster_the_tolerance_is_left_out_and_said(cluster, kube_namespace, tmp_path) -> None:
+    """A file says nothing of the cluster's Kubernetes or KEDA: the ScaledObject every version takes (no
+    tolerance), and a warning saying how to opt in; the API server accepts it."""
+    path = tmp_path / "web.yaml"
+    path.write_text(yaml.safe_dump({**web_scaler(), "metadata": {"name": "web", "namespace": kube_namespace}}))
+    offline = render_file(path, tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    behavior = yaml.safe_load(offline.stdout)["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert "tolerance" not in behavior["scaleUp"] and "tolerance" not in behavior["scaleDown"]
+    left_out = "warning: HPA tolerance left out (the cluster's Kubernetes and KEDA versions are not known)"
+    assert f"presage scaledobject: {left_out}" in offline.stderr
+    assert "pass --hpa-tolerance" in offline.stderr
+    applied = kubectl_apply(cluster, offline.stdout)
+    assert applied.returncode == 0, applied.stderr
+    # Declined explicitly: nothing to warn about.
+    assert "HPA tolerance" not in render_file(path, tmp_path, "--no-hpa-tolerance").stderr
+
+
+def test_what_the_scaler_is_sized_with_other_than_its_spec_says_is_warned(cluster, kube_namespace, tmp_path) -> None:
+    """capacity omitted (one replica per signal unit) and a clamped lead time: the warnings the scaler's
+    SpecAdjusted condition will carry, from the cluster and from a file alike; nothing refused."""
+    scaler = web_scaler(leadTime={"static": "2h"})
+    del scaler["spec"]["capacity"]
+    apply(cluster, scaler, kube_namespace)
+    path = tmp_path / "web.yaml"
+    path.write_text(yaml.safe_dump({**scaler, "metadata": {"name": "web", "namespace": kube_namespace}}))
+    for result in (presage(cluster, "web", "-n", kube_namespace), render_file(path, tmp_path)):
+        assert result.returncode == 0, result.stderr
+        assert (
+            f"warning: PredictiveScaler {kube_namespace}/web: SpecAdjusted CapacityDefaulted: capacity is not set"
+            in result.stderr
+        )
+        assert "SpecAdjusted LeadTimeClamped: leadTime.static 2h is above" in result.stderr
+        assert kubectl_apply(cluster, result.stdout).returncode == 0
 
 
 def test_mutual_tls_output_is_accepted_too(cluster, kube_namespace) -> None:

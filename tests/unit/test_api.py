@@ -563,7 +563,8 @@ def _columns(kind, priority: int) -> list[str]:
 
 
 def test_printer_columns_and_names():
-    """The default columns say whether it works and, when not, why; -o wide adds the rest."""
+    """The default columns say whether it works and, when not, why, and whether it is sized as its spec
+    says; -o wide adds the rest."""
     assert _columns(PREDICTIVE_SCALER, 0) == [
         "Mode",
         "Target",
@@ -572,6 +573,7 @@ def test_printer_columns_and_names():
         "Recommended",
         "Ready",
         "Reason",
+        "Spec",
         "Age",
     ]
     assert _columns(PREDICTIVE_SCALER, 1) == [
@@ -586,6 +588,7 @@ def test_printer_columns_and_names():
         "Serving",
         "Saving",
         "Reason",
+        "Spec",
         "Age",
     ]
     paths = {
@@ -593,6 +596,8 @@ def test_printer_columns_and_names():
     }
     assert paths["Reason"] == '.status.conditions[?(@.type=="Degraded")].reason'
     assert paths["Serving"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert paths["Spec"] == '.status.conditions[?(@.type=="SpecAdjusted")].reason'
+    assert paths["Saving"] == ".status.adviceSaving"
     names = crd(PREDICTIVE_SCALER)["spec"]["names"]
     assert names["categories"] == ["presage"] and names["shortNames"]
     assert _columns(FORECAST_BACKEND, 0) == ["Type", "Model", "Ready", "Reason", "Age"]

@@ -1,8 +1,9 @@
-"""The ``Consumed`` condition: which ScaledObjects name a PredictiveScaler, and what that says."""
+"""The ``Consumed`` condition: which ScaledObjects name a PredictiveScaler, whether one composes its
+triggers with a scalingModifiers formula, and what that says."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +17,10 @@ from presage_scaler.controller.conditions import (
     CONSUMED,
     ConditionUpdate,
     consumed_condition,
+    consumed_warning_due,
     hides_known,
-    unconsumed_warning_due,
 )
-from presage_scaler.controller.keda_scaledobjects import ConsumerIndex, scalers_named
+from presage_scaler.controller.keda_scaledobjects import ConsumerIndex, scalers_named, scaling_formula
 
 NS = "shop"
 PRESAGE = {"type": "external", "metadata": {"scalerAddress": "presage:9090", "predictiveScaler": "web"}}
@@ -83,14 +84,19 @@ async def test_the_index_follows_upserts_and_deletes() -> None:
 
 
 class FakeConsumers:
-    """What the ScaledObject cache answers: a list, or None while it is not synced."""
+    """What the ScaledObject cache answers: a list, or None while it is not synced; and the formulas."""
 
-    def __init__(self, found: Sequence[str] | None) -> None:
+    def __init__(self, found: Sequence[str] | None, formulas: Mapping[str, str] | None = None) -> None:
         self.found = found
+        self._formulas = formulas or {}
 
     def consumers(self, namespace: str, scaler: str) -> Sequence[str] | None:
         assert (namespace, scaler) == (NS, "web")
         return self.found
+
+    def formulas(self, namespace: str, scaler: str) -> Mapping[str, str]:
+        assert (namespace, scaler) == (NS, "web")
+        return self._formulas
 
 
 def spec(mode: str = "Enforce", target: dict[str, str] | None = None) -> PredictiveScalerSpec:
@@ -167,7 +173,77 @@ UNCONSUMED = ConditionUpdate(CONSUMED, "False", Reason.NO_SCALED_OBJECT, "no Sca
     ],
 )
 def test_unconsumed_warning_due(was: Condition | None, consumed: ConditionUpdate, due: bool) -> None:
-    assert unconsumed_warning_due(was, consumed, 3) is due
+    assert consumed_warning_due("Enforce", was, consumed, 3) is due
+    assert consumed_warning_due("Shadow", was, consumed, 3) is False  # Shadow needs no ScaledObject
+
+
+MODIFIED = ConditionUpdate(CONSUMED, "True", Reason.SCALING_MODIFIERS, "formula")
+
+
+@pytest.mark.parametrize(
+    ("mode", "was", "due"),
+    [
+        ("Shadow", None, True),
+        ("Shadow", written("True", Reason.SCALED_OBJECT_FOUND, 3), True),  # a formula was just added
+        ("Shadow", written("True", Reason.SCALING_MODIFIERS, 2), True),  # the spec changed (to Shadow, say)
+        ("Shadow", written("True", Reason.SCALING_MODIFIERS, 3), False),  # already said at this generation
+        ("Enforce", None, False),  # the formula is the user's choice there: the condition says what it does
+    ],
+)
+def test_scaling_modifiers_warning_due_in_shadow(mode: str, was: Condition | None, due: bool) -> None:
+    assert consumed_warning_due(mode, was, MODIFIED, 3) is due
+
+
+# --- advanced.scalingModifiers ------------------------------------------------------------------
+
+
+def with_formula(obj: dict[str, Any], formula: Any) -> dict[str, Any]:
+    return {**obj, "spec": {**obj["spec"], "advanced": {"scalingModifiers": {"target": "1", "formula": formula}}}}
+
+
+@pytest.mark.parametrize(
+    ("obj", "formula"),
+    [
+        (with_formula(scaled_object("so", PRESAGE), "(presage + cpu) / 2"), "(presage + cpu) / 2"),
+        (with_formula(scaled_object("so", PRESAGE), ""), None),
+        (with_formula(scaled_object("so", PRESAGE), 3), None),
+        (scaled_object("so", PRESAGE), None),
+        ({"spec": {"advanced": "scalingModifiers"}}, None),
+        ({"spec": {"advanced": {"scalingModifiers": ["formula"]}}}, None),
+        ({"spec": None}, None),
+    ],
+)
+def test_scaling_formula_of_any_shape(obj: dict[str, Any], formula: str | None) -> None:
+    assert scaling_formula(obj) == formula
+
+
+async def test_the_index_keeps_the_formulas_of_the_scaledobjects_naming_a_scaler() -> None:
+    index = ConsumerIndex()
+    await index.on_event("add", with_formula(scaled_object("avg", PRESAGE, CPU), "(web + cpu) / 2"))
+    await index.on_event("add", scaled_object("plain", PRESAGE))
+    await index.on_event("add", with_formula(scaled_object("other", CPU), "cpu * 2"))  # names no scaler
+    assert index.consumers(NS, "web") == ["avg", "plain"]
+    assert index.formulas(NS, "web") == {"avg": "(web + cpu) / 2"}
+    await index.on_event("update", scaled_object("avg", PRESAGE, CPU))  # the formula removed
+    assert index.formulas(NS, "web") == {}
+    await index.on_event("update", with_formula(scaled_object("plain", PRESAGE), "web * 2"))
+    assert index.formulas(NS, "web") == {"plain": "web * 2"}
+    await index.on_event("delete", scaled_object("plain", PRESAGE))
+    assert index.formulas(NS, "web") == {} and index.consumers(NS, "web") == ["avg"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [("Shadow", "an average or a sum moves the count"), ("Enforce", "not the recommendation as presage made it")],
+)
+def test_a_formula_between_presage_and_the_count_is_said(mode: str, says: str) -> None:
+    consumers = FakeConsumers(["avg", "plain"], {"avg": "(web + cpu) / 2"})
+    consumed = consumed_condition(spec(mode), NS, "web", consumers)
+    assert (consumed.status, consumed.reason) == ("True", Reason.SCALING_MODIFIERS)
+    assert consumed.message.startswith("KEDA ScaledObjects avg, plain in namespace shop name this scaler")
+    assert "advanced.scalingModifiers.formula (avg: '(web + cpu) / 2')" in consumed.message
+    assert says in consumed.message
+    assert "Drop presage's trigger from a ScaledObject with a formula" in consumed.message
 
 
 UNKNOWN = ConditionUpdate(CONSUMED, "Unknown", Reason.SCALED_OBJECTS_UNKNOWN, "")

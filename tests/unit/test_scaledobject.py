@@ -15,12 +15,16 @@ import yaml
 
 from presage_scaler.cli.scaledobject import (
     DEFAULT_SCALER_ADDRESS,
+    ClusterSupport,
     ScaledObjectError,
     ScaledObjectOptions,
+    crd_has_tolerance,
     hpa_behavior,
+    kubernetes_version,
     polling_interval_seconds,
     render,
     to_yaml,
+    tolerance,
 )
 from presage_scaler.cli.scaledobject_command import from_file
 from presage_scaler.controller.scaler_lookup import CommandError
@@ -55,6 +59,10 @@ def scaler(
     if status is not None:
         obj["status"] = status
     return obj
+
+
+TAKES_TOLERANCE = ClusterSupport((1, 35), keda_tolerance=True)
+"""A cluster whose Kubernetes enables HPAConfigurableTolerance by default, with a KEDA that has the field."""
 
 
 def scaled_object(obj: dict[str, Any], **options: Any) -> dict[str, Any]:
@@ -126,7 +134,8 @@ def test_polling_interval_follows_the_scaler_and_the_flag() -> None:
 
 
 def test_hpa_behavior_turns_the_hpas_own_damping_off() -> None:
-    behavior = scaled_object(scaler())["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    rendered = render(scaler(), support=TAKES_TOLERANCE)
+    behavior = rendered.documents[0]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior == hpa_behavior(60, tolerance=True)
     down, up = behavior["scaleDown"], behavior["scaleUp"]
     assert down["stabilizationWindowSeconds"] == 0 and up["stabilizationWindowSeconds"] == 0
@@ -142,6 +151,119 @@ def test_no_hpa_tolerance_omits_the_field() -> None:
     assert "tolerance" not in behavior["scaleUp"] and "tolerance" not in behavior["scaleDown"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 0
     assert any("10%" in note and "--no-hpa-tolerance" in note for note in rendered.notes)
+
+
+@pytest.mark.parametrize(
+    ("support", "included", "says"),
+    [
+        (TAKES_TOLERANCE, True, "Set because this cluster takes it: Kubernetes 1.35"),
+        (ClusterSupport((1, 37), keda_tolerance=True), True, "Kubernetes 1.37 enables HPAConfigurableTolerance"),
+        (ClusterSupport((1, 34), keda_tolerance=True), False, "Kubernetes 1.34 does not enable"),
+        (ClusterSupport((1, 29), keda_tolerance=True), False, "Kubernetes 1.29 does not enable"),
+        (ClusterSupport((1, 35), keda_tolerance=False), False, "CRD has no tolerance field (KEDA before 2.18)"),
+        (ClusterSupport((1, 35), keda_tolerance=None), False, "CRD could not be read"),
+        (ClusterSupport(), False, "the cluster's Kubernetes and KEDA versions are not known"),
+    ],
+)
+def test_the_tolerance_is_set_only_where_the_cluster_takes_it(
+    support: ClusterSupport, included: bool, says: str
+) -> None:
+    rendered = render(scaler(status={"recommendedReplicas": 4, "currentReplicas": 4}), support=support)
+    behavior = rendered.documents[0]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert ("tolerance" in behavior["scaleUp"]) is ("tolerance" in behavior["scaleDown"]) is included
+    [note] = [n for n in rendered.notes if "tolerance" in n.split(":")[0]]
+    assert says in note
+    if included:
+        assert rendered.warnings == []
+    else:
+        # Left out, which every cluster takes; the person running the command is told how to opt in.
+        [warning] = rendered.warnings
+        assert says in warning and "pass --hpa-tolerance" in warning and "10 -> 11" in warning
+        assert "which every Kubernetes and KEDA take" in note
+
+
+@pytest.mark.parametrize(
+    ("support", "warns"),
+    [
+        (TAKES_TOLERANCE, None),
+        (ClusterSupport(), None),  # nothing says otherwise
+        (ClusterSupport((1, 30), keda_tolerance=True), "Kubernetes 1.30 has no configurable HPA tolerance"),
+        (ClusterSupport((1, 33), keda_tolerance=True), "only with the HPAConfigurableTolerance feature gate"),
+        (ClusterSupport((1, 36), keda_tolerance=False), "kubectl apply refuses the ScaledObject"),
+    ],
+)
+def test_an_explicit_choice_is_kept_and_a_cluster_that_would_not_take_it_is_named(
+    support: ClusterSupport, warns: str | None
+) -> None:
+    asked = tolerance(True, support)
+    assert asked.included and "tolerance 0 (--hpa-tolerance)" in asked.note
+    assert (asked.warning is None) if warns is None else (asked.warning is not None and warns in asked.warning)
+    declined = tolerance(False, support)
+    assert not declined.included and declined.warning is None and "--no-hpa-tolerance" in declined.note
+
+
+@pytest.mark.parametrize(
+    ("body", "version"),
+    [
+        ({"major": "1", "minor": "35", "gitVersion": "v1.35.0"}, (1, 35)),
+        ({"major": "1", "minor": "33+", "gitVersion": "v1.33.5-gke.1"}, (1, 33)),
+        ({"major": "1"}, None),
+        ({"major": "one", "minor": "35"}, None),
+        ({}, None),
+    ],
+)
+def test_kubernetes_version_from_the_version_endpoint(body: dict[str, Any], version: tuple[int, int] | None) -> None:
+    assert kubernetes_version(body) == version
+
+
+def scaled_object_crd(scale_up: dict[str, Any], served: bool = True) -> dict[str, Any]:
+    behavior = {"properties": {"scaleUp": {"properties": scale_up}}}
+    advanced = {"properties": {"horizontalPodAutoscalerConfig": {"properties": {"behavior": behavior}}}}
+    schema = {"properties": {"spec": {"properties": {"advanced": advanced}}}}
+    return {"spec": {"versions": [{"name": "v1alpha1", "served": served, "schema": {"openAPIV3Schema": schema}}]}}
+
+
+@pytest.mark.parametrize(
+    ("crd", "has"),
+    [
+        (scaled_object_crd({"tolerance": {"x-kubernetes-int-or-string": True}, "policies": {}}), True),
+        (scaled_object_crd({"policies": {}}), False),
+        (scaled_object_crd({"tolerance": {}}, served=False), False),
+        ({"spec": {"versions": "v1alpha1"}}, False),
+        ({"spec": {"versions": [None, 3]}}, False),
+        ({}, False),
+    ],
+)
+def test_crd_has_tolerance(crd: dict[str, Any], has: bool) -> None:
+    assert crd_has_tolerance(crd) is has
+
+
+def test_what_the_scaler_is_sized_with_other_than_its_spec_says_is_a_warning() -> None:
+    """The same notices as the scaler's SpecAdjusted condition, before anything is applied."""
+    obj = scaler(policy={"minReplicas": 2, "maxReplicas": 60, "headroom": 10})
+    del obj["spec"]["capacity"]
+    obj["spec"]["leadTime"] = {"static": "2h"}
+    for from_cluster in (True, False):
+        rendered = render(obj, ScaledObjectOptions(hpa_tolerance=False), from_cluster=from_cluster)
+        notices = [w for w in rendered.warnings if "SpecAdjusted" in w]
+        assert [w.split(":")[1].strip() for w in notices] == [
+            "SpecAdjusted CapacityDefaulted",
+            "SpecAdjusted AbsoluteHeadroom",
+            "SpecAdjusted LeadTimeClamped",
+        ]
+        assert all(w.startswith("PredictiveScaler shop/web: SpecAdjusted") for w in notices)
+        assert "one replica per signal unit" in notices[0] and 'write "10%"' in notices[1]
+        assert "leadTime.static 2h is above" in notices[2] and "15m" in notices[2]
+        assert rendered.documents == render(scaler(), ScaledObjectOptions(hpa_tolerance=False)).documents
+
+
+def test_a_lead_time_no_evaluation_survives_is_a_warning_too() -> None:
+    obj = scaler(interval="1s")
+    obj["spec"]["signal"]["resolution"] = "1s"
+    obj["spec"]["signal"]["history"] = "1h"
+    obj["spec"]["leadTime"] = {"static": "10h", "max": "10h"}
+    [warning] = [w for w in render(obj, support=TAKES_TOLERANCE).warnings if "no evaluation" in w]
+    assert "no evaluation can succeed (HorizonTooShort): lead time 10h needs 36000 steps" in warning
 
 
 @pytest.mark.parametrize(("min_replicas", "floor"), [(2, 2), (0, 1), (1, 1)])
@@ -163,7 +285,7 @@ def test_with_min_replicas_0_the_fallback_floor_raises_a_workload_at_0_and_says_
     [warning] = [w for w in rendered.warnings if "fallback floor" in w]
     assert "fallback floor of 1" in warning and f"in {mode} mode" in warning and "minReplicas is 0" in warning
     # With minReplicas 1 the default floor adds nothing: the note says so, and nothing warns.
-    kept = render(scaler(mode=mode, status={"recommendedReplicas": 2, "currentReplicas": 2}), ScaledObjectOptions())
+    kept = render(scaler(mode=mode, status={"recommendedReplicas": 2, "currentReplicas": 2}), support=TAKES_TOLERANCE)
     assert any("adds no scale-up either" in n for n in kept.notes) and kept.warnings == []
 
 
@@ -233,20 +355,23 @@ def test_invalid_spec_names_the_field() -> None:
 
 
 def test_warnings() -> None:
-    assert render(scaler(status={"recommendedReplicas": 4, "currentReplicas": 4})).warnings == []
-    [no_rec] = render(scaler()).warnings
+    def warnings(obj: dict[str, Any], options: ScaledObjectOptions | None = None) -> list[str]:
+        return render(obj, options, support=TAKES_TOLERANCE).warnings
+
+    assert warnings(scaler(status={"recommendedReplicas": 4, "currentReplicas": 4})) == []
+    [no_rec] = warnings(scaler())
     assert "no recommendation yet" in no_rec and "NOT_FOUND" in no_rec
     # Shadow must not change the count, but the HPA clamps into [min, max]: say so.
     shadow = scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 1})
-    [clamp] = render(shadow).warnings
+    [clamp] = warnings(shadow)
     assert "Shadow" in clamp and "moves it to 2" in clamp
-    [floor] = render(
+    [floor] = warnings(
         scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 4}),
         ScaledObjectOptions(fallback_replicas=10),
-    ).warnings
+    )
     assert "fallback floor of 10" in floor
     # Enforce: clamping is the point, no warning.
-    assert render(scaler(status={"recommendedReplicas": 4, "currentReplicas": 1})).warnings == []
+    assert warnings(scaler(status={"recommendedReplicas": 4, "currentReplicas": 1})) == []
 
 
 def test_yaml_round_trips_with_the_reasons_as_comments() -> None:
@@ -268,7 +393,7 @@ def test_docs_example_is_what_the_command_prints() -> None:
     example = docs.split("### Example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     documented = scaler(interval="30s", status={"recommendedReplicas": 7, "currentReplicas": 5})
     options = ScaledObjectOptions(tls_secret="presage-scaler-client-tls", tls_client_cert=True)
-    assert example == to_yaml(render(documented, options))
+    assert example == to_yaml(render(documented, options, support=TAKES_TOLERANCE))
 
 
 # --- from a file, without a cluster (GitOps) -------------------------------------------------------
@@ -278,8 +403,10 @@ def test_from_a_file_the_same_manifests_and_what_was_not_checked() -> None:
     live = scaler(mode="Shadow", status={"recommendedReplicas": 4, "currentReplicas": 1})
     offline = render(live, from_cluster=False)
     assert offline.documents == render(live).documents and offline.notes == render(live).notes
-    # The status a file may carry is not the cluster's now: no warning reads it, one note says so.
-    assert offline.warnings == []
+    # The status a file may carry is not the cluster's now: no warning reads it, one note says so. The
+    # cluster's versions are not known either: the tolerance is left out, and said so.
+    [left_out] = offline.warnings
+    assert left_out.startswith("HPA tolerance left out (the cluster's Kubernetes and KEDA versions are not known)")
     assert offline.unchecked is not None
     assert "read from a file" in offline.unchecked and "evaluated it yet" in offline.unchecked
     assert "[2, 60]" in offline.unchecked
@@ -287,7 +414,8 @@ def test_from_a_file_the_same_manifests_and_what_was_not_checked() -> None:
     assert enforce is not None and "minReplicas" not in enforce
     assert render(live).unchecked is None
     # What the spec alone tells is still said.
-    [floor] = render(scaler(policy={"minReplicas": 0, "maxReplicas": 5}), from_cluster=False).warnings
+    at_zero = scaler(policy={"minReplicas": 0, "maxReplicas": 5})
+    [floor] = render(at_zero, ScaledObjectOptions(hpa_tolerance=False), from_cluster=False).warnings
     assert "fallback floor of 1" in floor
 
 
@@ -351,7 +479,11 @@ def test_the_cli_renders_a_file_and_stdin_without_a_cluster(tmp_path: Path) -> N
     from_path = _offline("-f", path, "--tls")
     assert from_path.returncode == 0, from_path.stderr
     assert from_path.stdout == to_yaml(render(obj, ScaledObjectOptions(tls=True)))
-    assert from_path.stderr.startswith("presage scaledobject: note: PredictiveScaler shop/web was read from a file")
+    assert from_path.stderr.splitlines()[-1].startswith(
+        "presage scaledobject: note: PredictiveScaler shop/web was read from a file"
+    )
+    assert "presage scaledobject: warning: HPA tolerance left out" in from_path.stderr
+    assert "tolerance" not in from_path.stdout.split("apiVersion:", 1)[1]  # in the comments only
     from_stdin = _offline("-f", "-", "-n", "other", stdin=Path(path).read_text())
     assert from_stdin.returncode == 0, from_stdin.stderr
     assert yaml.safe_load(from_stdin.stdout)["metadata"] == {"name": "web", "namespace": "other"}

@@ -1,4 +1,6 @@
-"""``SpecAdjusted``: the lead time and horizon an evaluation used, against what the spec asked for."""
+"""``SpecAdjusted``: what a scaler is sized with other than its spec states or probably means (a
+defaulted capacity, an absolute headroom), and the lead time and horizon an evaluation used against
+what the spec asked for."""
 
 from __future__ import annotations
 
@@ -12,13 +14,8 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.controller.conditions import SPEC_ADJUSTED, spec_adjusted_condition
-from presage_scaler.engine.leadtime import (
-    MAX_FORECAST_STEPS,
-    Adjustment,
-    resolve_horizon,
-    resolve_lead_time,
-    spec_adjustments,
-)
+from presage_scaler.engine.adjustments import Adjustment, planned_adjustments, spec_adjustments
+from presage_scaler.engine.leadtime import MAX_FORECAST_STEPS, HorizonError, resolve_horizon, resolve_lead_time
 
 OBSERVED = {"source": "Observed", "observed": {"address": "http://p:9090", "query": "lead_seconds"}}
 
@@ -181,3 +178,98 @@ def test_the_condition_takes_the_first_reason() -> None:
         Reason.HORIZON_CUT,
         "cut; raised",
     )
+
+
+# --- what the spec alone says: capacity and headroom -----------------------------------------------
+
+
+def without_capacity(**top: Any) -> PredictiveScalerSpec:
+    raw = spec(**top).model_dump(by_alias=True, exclude_none=True, mode="json")
+    raw.pop("capacity")
+    return parse(PredictiveScalerSpec, raw)
+
+
+def test_an_omitted_capacity_is_the_reference_default_and_said() -> None:
+    s = without_capacity()
+    [adjustment] = adjusted(s)
+    assert adjustment.reason == Reason.CAPACITY_DEFAULTED
+    assert "one replica per signal unit (capacity.perReplica 1)" in adjustment.message
+    assert "set capacity.perReplica to what one replica serves" in adjustment.message
+    # Written out, even at the same value, it is what the author meant: nothing to say.
+    assert adjusted(spec(capacity={"perReplica": 1})) == ()
+    assert adjusted(spec(capacity={"query": {"address": "http://p:9090", "query": "capacity"}})) == ()
+
+
+@pytest.mark.parametrize(("headroom", "shown"), [(10, "10"), ("2.5", "2.5")])
+def test_an_absolute_headroom_is_signal_units_and_said(headroom: int | str, shown: str) -> None:
+    [adjustment] = adjusted(spec(policy={"maxReplicas": 100, "headroom": headroom}))
+    assert adjustment.reason == Reason.ABSOLUTE_HEADROOM
+    assert f"policy.headroom {shown} is a number, so it means {shown} signal units" in adjustment.message
+    assert f'write "{shown}%" for a share of the forecast' in adjustment.message
+
+
+@pytest.mark.parametrize("headroom", ["10%", "0%", 0, "0"])
+def test_a_percentage_or_no_headroom_is_not_a_notice(headroom: int | str) -> None:
+    assert adjusted(spec(policy={"maxReplicas": 100, "headroom": headroom})) == ()
+
+
+def test_a_spec_that_sets_everything_explicitly_has_nothing_to_say() -> None:
+    s = spec(
+        capacity={"perReplica": 25},
+        policy={"maxReplicas": 100, "headroom": "15%"},
+        leadTime={"source": "Static", "static": "3m", "min": "30s", "max": "15m"},
+        forecast={"horizon": "30m"},
+        interval="1m",
+    )
+    assert adjusted(s, 1000) == () and planned_adjustments(s) == ()
+    condition = spec_adjusted_condition(adjusted(s, 1000))
+    assert (condition.status, condition.reason) == ("False", Reason.AS_SPECIFIED)
+
+
+def test_all_at_once_most_consequential_first() -> None:
+    s = without_capacity(policy={"maxReplicas": 100, "headroom": 10}, leadTime={"static": "2h"})
+    adjustments = adjusted(s)
+    assert [a.reason for a in adjustments] == [
+        Reason.CAPACITY_DEFAULTED,
+        Reason.ABSOLUTE_HEADROOM,
+        Reason.LEAD_TIME_CLAMPED,
+    ]
+    condition = spec_adjusted_condition(adjustments)
+    assert (condition.status, condition.reason) == ("True", Reason.CAPACITY_DEFAULTED)
+    assert condition.message == "; ".join(a.message for a in adjustments)
+    assert "leadTime.static 2h is above [leadTime.min, leadTime.max] = [30s, 15m]" in condition.message
+
+
+def test_headroom_of_several_signals_is_in_each_signals_units() -> None:
+    signal = {"prometheus": {"address": "http://p:9090", "query": "q"}, "capacity": {"perReplica": 10}}
+    s = parse(
+        PredictiveScalerSpec,
+        {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "signals": [{"name": "rps", **signal}, {"name": "queue", **signal}],
+            "policy": {"maxReplicas": 100, "headroom": 5},
+        },
+    )
+    [adjustment] = adjusted(s)  # a multi-signal scaler has no top-level capacity to default
+    assert adjustment.reason == Reason.ABSOLUTE_HEADROOM and "5 units of each signal" in adjustment.message
+
+
+# --- before any evaluation (presage scaledobject) ---------------------------------------------------
+
+
+def test_planned_adjustments_resolve_a_static_lead_time_as_an_evaluation_does() -> None:
+    s = without_capacity(leadTime={"static": "2h"}, interval="10m")
+    assert planned_adjustments(s) == adjusted(s)
+    assert [a.reason for a in planned_adjustments(s)][:2] == [Reason.CAPACITY_DEFAULTED, Reason.LEAD_TIME_CLAMPED]
+
+
+def test_planned_adjustments_leave_an_observed_lead_time_to_the_evaluation() -> None:
+    s = without_capacity(leadTime={**OBSERVED, "min": "30m", "max": "1h"})
+    # Whatever the query returns is clamped into [30m, 1h]: not known before it is read.
+    assert [a.reason for a in planned_adjustments(s)] == [Reason.CAPACITY_DEFAULTED]
+
+
+def test_planned_adjustments_raise_what_no_evaluation_survives() -> None:
+    s = spec({"resolution": "1s", "history": "1h"}, leadTime={"static": "10h", "max": "10h"}, interval="1s")
+    with pytest.raises(HorizonError, match="lead time 10h needs 36000 steps"):
+        planned_adjustments(s)

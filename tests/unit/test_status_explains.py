@@ -195,7 +195,7 @@ def test_a_signal_whose_newest_sample_is_older_than_the_bound_is_stale():
     with pytest.raises(EvaluationError) as raised:
         run(spec(), TraceSource(values, stale=4), now)
     assert raised.value.reason == Reason.SIGNAL_STALE
-    assert raised.value.message.startswith("signal default: its newest sample is 20m old")
+    assert raised.value.message.startswith("signal demand: its newest sample is 20m old")
     assert "over the 15m bound" in raised.value.message
 
 
