@@ -31,7 +31,7 @@ def _example(name: str, namespace: str) -> dict:
 def _example_scaler_of_two(cluster, namespace: str, prometheus_url: str, interval: str) -> dict:
     """The example Shadow scaler, reading ``app_demand`` from ``prometheus_url`` every ``interval``,
     applied with its Deployment "checkout" at 2 replicas."""
-    [scaler] = _example("shadow-scaler.yaml", namespace)
+    [scaler] = [doc for doc in _example("shadow-scaler.yaml", namespace) if doc["kind"] == "PredictiveScaler"]
     scaler["spec"]["signal"] = {
         "prometheus": {"address": prometheus_url, "query": "app_demand"},
         "history": "3h",
