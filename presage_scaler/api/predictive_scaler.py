@@ -45,7 +45,8 @@ SHADOW_MAX_PENDING = 32
 CALIBRATION_MAX_FORECASTS = 160
 MAX_SIGNALS = 16
 SINGLE_SIGNAL = "demand"
-"""The name the single-signal form (``spec.signal``) goes by in status and metrics, after its field."""
+"""The name the single-signal form (``spec.signal``) goes by in status and metrics: what it measures, and
+not ``default``, the default ForecastBackend's name."""
 # A percentage strictly between 0 and 100: "1%", "0.5%", "99.9%".
 SERVICE_LEVEL_PATTERN = r"^(0\.[0-9]*[1-9][0-9]*|[1-9][0-9]?(\.[0-9]+)?)%$"
 
