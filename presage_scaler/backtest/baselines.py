@@ -1,5 +1,5 @@
-"""The policies presage is compared with: the oracle, a reactive HPA and its cost-matched variant,
-and a static count.
+"""The policies presage is compared with: the oracle, a reactive HPA, the seasonal trigger a KEDA
+user would write by hand (each also cost-matched), and a static count.
 
 All of them plug into :func:`presage_scaler.backtest.simulator.simulate`, like presage itself, and
 all are clamped into the scaler's [minReplicas, maxReplicas]: those bounds are the operator's, not
@@ -28,6 +28,20 @@ HPA_SCALE_DOWN_STABILIZATION = timedelta(seconds=300)
 
 MAX_HEADROOM = 100.0
 """The cost match gives up above 10,000 % headroom."""
+
+WEEK_AGO = timedelta(days=7)
+"""How far back the seasonal trigger reads: the same hour of the same weekday, the period of the daily
+and weekly patterns it relies on."""
+
+LOOK_AHEAD = timedelta(minutes=30)
+"""How much of what followed, a week ago, the seasonal trigger covers: the highest demand of
+``[t − WEEK_AGO, t − WEEK_AGO + LOOK_AHEAD]``. Grafana Mimir's predictive querier trigger
+(``max_over_time(…[30m] offset 6d23h30m)``) looks 30 minutes ahead so that the pods for a rise that
+recurs weekly are asked for, and ready, before it comes."""
+
+DEFAULT_TRIGGER_UTILIZATION = 0.75
+"""The seasonal trigger's target utilization by default, Mimir's: capacity for the demand it sees at
+75 % of each replica's, room for peaks 33 % higher."""
 
 
 def clamp(replicas: int, low: int, high: int) -> int:
@@ -91,18 +105,16 @@ def observed_demand(signal: np.ndarray, ratio: int, steps: int) -> np.ndarray:
 
 
 @dataclass
-class ReactivePolicy:
-    """A Kubernetes HPA on the same signal: ⌈observed × (1 + headroom) / capacity⌉.
+class Hpa:
+    """How a Kubernetes HPA turns the capacity a metric asks for into a count, at each decision.
 
-    Within the 10 % tolerance (observed × (1 + headroom) / (current × capacity) within 1 ± 0.1) the
-    count stays as it is; a scale-down goes only as low as the highest of the recommendations of the
-    last 300 s (the HPA's default scale-down stabilization). ``headroom`` is absolute signal units or
-    a percentage, like the scaler's ``policy.headroom``.
+    The wanted capacity over ``current × capacity`` is the usage ratio: within the 10 % tolerance of
+    1 the count stays as it is, else it becomes ⌈wanted / capacity⌉; a scale-down goes only as low as
+    the highest of the recommendations of the last 300 s (the HPA's default scale-down stabilization),
+    and the result is clamped into [minReplicas, maxReplicas].
     """
 
-    observed: np.ndarray
     per_replica: float
-    headroom: Amount
     step: timedelta
     min_replicas: int
     max_replicas: int
@@ -116,9 +128,8 @@ class ReactivePolicy:
     def __post_init__(self) -> None:
         self._window = steps_for(HPA_SCALE_DOWN_STABILIZATION, self.step)
 
-    def decide(self, step: int, current: int) -> int:
-        seen = max(float(self.observed[step]), 0.0)
-        wanted = seen + self.headroom.of(seen)
+    def scale(self, step: int, current: int, wanted: float) -> int:
+        """The count at ``step`` for a metric that asks for ``wanted`` capacity, ``current`` in force."""
         if current > 0 and abs(wanted / (current * self.per_replica) - 1.0) <= HPA_TOLERANCE:
             raw = current
         else:
@@ -130,6 +141,93 @@ class ReactivePolicy:
         while step - recent[0][0] >= self._window:
             recent.popleft()
         return clamp(recent[0][1], self.min_replicas, self.max_replicas)
+
+
+@dataclass
+class ReactivePolicy:
+    """A Kubernetes HPA on the same signal: it wants observed × (1 + headroom) of capacity
+    (:class:`Hpa`). ``headroom`` is absolute signal units or a percentage, like the scaler's
+    ``policy.headroom``.
+    """
+
+    observed: np.ndarray
+    per_replica: float
+    headroom: Amount
+    step: timedelta
+    min_replicas: int
+    max_replicas: int
+    _hpa: Hpa = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._hpa = Hpa(self.per_replica, self.step, self.min_replicas, self.max_replicas)
+
+    def decide(self, step: int, current: int) -> int:
+        seen = max(float(self.observed[step]), 0.0)
+        return self._hpa.scale(step, current, seen + self.headroom.of(seen))
+
+
+def forward_maxima(values: np.ndarray, width: int) -> np.ndarray:
+    """Per index ``i``, the highest of ``values[i : i + width]`` (cut at the end), NaNs ignored: NaN
+    only where all of them are. Doubling spans, so ``log2(width)`` passes whatever the width."""
+    peaks = values.copy()
+    span = 1
+    while span < width:
+        shift = min(span, width - span)
+        # peaks[i] held the highest of `span` values from i; with peaks[i + shift] it holds span + shift.
+        np.fmax(peaks[:-shift], peaks[shift:], out=peaks[:-shift])
+        span += shift
+    return peaks
+
+
+def week_ago_peaks(observed: np.ndarray, step: timedelta) -> np.ndarray:
+    """Per trace step, what the seasonal trigger's week-ago query sees: the highest of the demand seen
+    (``observed``, :func:`observed_demand`) over ``[t − WEEK_AGO, t − WEEK_AGO + LOOK_AHEAD]``, both
+    ends included, the part of it inside the trace where it starts before the trace does; NaN where
+    all of it does, as that query returns no series there."""
+    back = steps_for(WEEK_AGO, step)
+    ahead = steps_for(LOOK_AHEAD, step, at_least=0)
+    # Index p of `padded` is observed's p - ahead: the window of step j starts at p = j - back + ahead.
+    padded = np.concatenate([np.full(ahead, np.nan), observed])
+    reach = forward_maxima(padded, ahead + 1)
+    peaks = np.full(len(observed), np.nan)
+    first = min(max(0, back - ahead), len(observed))
+    peaks[first:] = reach[first - back + ahead : len(observed) - back + ahead]
+    return peaks
+
+
+@dataclass
+class SeasonalTriggerPolicy:
+    """The seasonal trigger a KEDA user writes by hand (Grafana Mimir ships it): a Prometheus trigger
+    on the current demand beside one on last week's (:func:`week_ago_peaks`), through the HPA
+    (:class:`Hpa`) at a target ``utilization`` of each replica's capacity:
+    ⌈max(current, week-ago peak) / (utilization × capacity)⌉.
+
+    Two triggers of one ScaledObject or one ``max(…)`` query decide alike: the HPA takes the highest
+    of the triggers' counts, and each count's tolerance keeps the count in force only where the
+    highest one would too. Where the week-ago window lies before the trace (``week_ago`` NaN) the
+    trigger sees the current demand alone, as ``max`` over a missing series does.
+    """
+
+    observed: np.ndarray
+    week_ago: np.ndarray
+    per_replica: float
+    utilization: float
+    step: timedelta
+    min_replicas: int
+    max_replicas: int
+    _hpa: Hpa = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.utilization > 0.0:
+            raise ValueError(f"a target utilization must be above 0, got {self.utilization}")
+        self._hpa = Hpa(self.per_replica, self.step, self.min_replicas, self.max_replicas)
+
+    def decide(self, step: int, current: int) -> int:
+        seen = max(float(self.observed[step]), 0.0)
+        week = float(self.week_ago[step])
+        if week > seen:  # False for NaN: no series a week ago
+            seen = week
+        return self._hpa.scale(step, current, seen / self.utilization)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from presage_scaler.api.quantities import parse_amount, parse_duration, parse_quantile
 from presage_scaler.backtest import extra
+from presage_scaler.backtest.baselines import DEFAULT_TRIGGER_UTILIZATION
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, parse_size
@@ -96,6 +97,32 @@ def writing_into(out: Path) -> Iterator[None]:
         ) from None
 
 
+def parse_utilization(text: str) -> float:
+    """A target utilization in percent, above 0 and at most 100 (``75%``, ``60``), as a fraction."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 100.0:
+        raise ValueError(f"{text!r} is not a target utilization above 0 and at most 100 %, such as 75%")
+    return value / 100.0
+
+
+def add_trigger_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trigger-utilization``, the seasonal trigger's target utilization
+    (:class:`presage_scaler.backtest.baselines.SeasonalTriggerPolicy`); ``presage backtest`` and
+    ``presage tune`` share it."""
+    parser.add_argument(
+        "--trigger-utilization",
+        type=_typed(parse_utilization),
+        default=DEFAULT_TRIGGER_UTILIZATION,
+        metavar="PERCENT",
+        help="the seasonal trigger's target utilization, the hand-written KEDA trigger on last week's demand that "
+        f"presage is compared with, e.g. 60%% (default: {100 * DEFAULT_TRIGGER_UTILIZATION:g}%%)",
+    )
+
+
 def add_memory_argument(parser: argparse.ArgumentParser) -> None:
     """``--memory-budget``, the bytes a run may take (:mod:`presage_scaler.backtest.memory`)."""
     parser.add_argument(
@@ -146,6 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--season", type=DURATION, help="SeasonalNaive season, e.g. 24h or 7d")
     parser.add_argument("--cycles", type=int, help="SeasonalNaive cycles")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
+    add_trigger_argument(parser)
     add_memory_argument(parser)
     source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
     source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")

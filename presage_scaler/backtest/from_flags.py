@@ -74,6 +74,7 @@ def _setup(args: argparse.Namespace, trace: Trace) -> Setup:
         boot_delay=args.lead_time,
         warmup=args.warmup,
         reactive_headroom=args.reactive_headroom,
+        trigger_utilization=args.trigger_utilization,
     )
 
 

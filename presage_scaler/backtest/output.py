@@ -10,13 +10,16 @@ from typing import Any
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import history
+from presage_scaler.backtest.baselines import LOOK_AHEAD, WEEK_AGO
 from presage_scaler.backtest.explain import constraint_counts, note
-from presage_scaler.backtest.runner import POLICIES, BacktestResult
+from presage_scaler.backtest.runner import POLICIES, BacktestResult, percent
 
 LABELS = {
     "presage": "presage",
     "reactive": "reactive HPA",
     "reactive_cost_matched": "reactive HPA, cost-matched",
+    "seasonal_trigger": "seasonal trigger",
+    "seasonal_trigger_cost_matched": "seasonal trigger, cost-matched",
     "static": "static (warm-up peak)",
     "oracle": "oracle",
 }
@@ -55,6 +58,9 @@ def parameters(result: BacktestResult) -> dict[str, Any]:
         "scale_down_quantile": spec.policy.scale_down_quantile,
         "headroom": str(spec.policy.headroom),
         "reactive_headroom": str(plan.reactive_headroom),
+        "trigger_utilization": str(percent(plan.trigger_utilization)),
+        "trigger_week_ago": format_duration(WEEK_AGO),
+        "trigger_look_ahead": format_duration(LOOK_AHEAD),
         "backend": identity.backend,
         "model": identity.model,
         "spec": spec.to_wire(),
@@ -75,7 +81,20 @@ def policy_summary(result: BacktestResult, name: str) -> dict[str, Any]:
     }
     if policy.headroom is not None:
         entry["headroom"] = str(policy.headroom)
+    if policy.utilization is not None:
+        entry["utilization"] = str(percent(policy.utilization))
     return entry
+
+
+def setting(result: BacktestResult, name: str) -> str:
+    """What a policy's row shows in the table's setting column: a headroom, a trigger's target
+    utilization, or "-"."""
+    policy = result.policies[name]
+    if policy.utilization is not None:
+        return f"util {percent(policy.utilization)}"
+    if policy.headroom is not None:
+        return str(policy.headroom)
+    return str(result.plan.spec.policy.headroom) if name == "presage" else "-"
 
 
 def summary(result: BacktestResult) -> dict[str, Any]:
@@ -106,6 +125,15 @@ def summary(result: BacktestResult) -> dict[str, Any]:
         "matched": match.matched,
         "evaluations": match.evaluations,
     }
+    trigger = result.trigger_cost_match
+    document["cost_matched_utilization"] = document["seasonal_trigger_cost_matched"]["utilization"]
+    document["trigger_cost_match"] = {
+        "utilization": document["cost_matched_utilization"],
+        "replica_hours": trigger.replica_hours,
+        "target_replica_hours": trigger.target,
+        "matched": trigger.matched,
+        "evaluations": trigger.evaluations,
+    }
     document["runtime_seconds"] = result.seconds
     return document
 
@@ -130,10 +158,12 @@ suggest ``presage tune``: a smaller saving is within what a different trace or s
 
 
 def headline(document: dict[str, Any]) -> str:
-    """One sentence: presage against the oracle, a static count and a reactive HPA (plain, and with
-    the headroom that makes it cost the same), from a :func:`summary` document."""
+    """One sentence: presage against the oracle, a static count, a reactive HPA (plain, and with the
+    headroom that makes it cost the same) and the seasonal trigger (at its utilization, and at the one
+    that makes it cost the same), from a :func:`summary` document."""
     presage, static = document["presage"], document["static"]
     matched, reactive = document["reactive_cost_matched"], document["reactive"]
+    trigger, trigger_matched = document["seasonal_trigger"], document["seasonal_trigger_cost_matched"]
     saving = 1 - presage["replica_hours"] / static["replica_hours"]
     return (
         f"presage was under-provisioned {presage['under_provisioned_pct']:.3f} % of the time at "
@@ -141,7 +171,9 @@ def headline(document: dict[str, Any]) -> str:
         f"{'cheaper' if saving >= 0 else 'dearer'} than a static count "
         f"({static['under_provisioned_pct']:.3f} % under-provisioned); a reactive HPA was under-provisioned "
         f"{reactive['under_provisioned_pct']:.3f} % of the time, and {matched['under_provisioned_pct']:.3f} % "
-        "with the headroom that makes it cost the same."
+        "with the headroom that makes it cost the same; a seasonal trigger on last week's demand at "
+        f"{trigger['utilization']} utilization was under-provisioned {trigger['under_provisioned_pct']:.3f} % at "
+        f"{trigger['cost_vs_oracle']:.2f}x, and {trigger_matched['under_provisioned_pct']:.3f} % at presage's cost."
     )
 
 
@@ -196,19 +228,18 @@ def explanation(result: BacktestResult) -> list[str]:
 
 
 def table(result: BacktestResult) -> str:
-    """The five policies side by side, for the terminal, and where presage's cost goes."""
+    """The policies side by side, for the terminal, and where presage's cost goes."""
     header = (
-        f"{'policy':<28}{'headroom':>10}{'under-prov %':>14}{'unserved %':>12}"
+        f"{'policy':<32}{'setting':>14}{'under-prov %':>14}{'unserved %':>12}"
         f"{'replica-h':>12}{'vs oracle':>11}{'changes':>9}{'largest shortfall':>19}"
     )
     lines = [header, "-" * len(header)]
     for name in POLICIES:
         entry = policy_summary(result, name)
-        headroom = entry.get("headroom", str(result.plan.spec.policy.headroom) if name == "presage" else "-")
         lines.append(
-            f"{LABELS[name]:<28}{headroom:>10}{entry['under_provisioned_pct']:>14.3f}{entry['unserved_pct']:>12.3f}"
-            f"{entry['replica_hours']:>12.1f}{entry['cost_vs_oracle']:>10.2f}x{entry['changes']:>9}"
-            f"{entry['largest_shortfall']:>19.4g}"
+            f"{LABELS[name]:<32}{setting(result, name):>14}{entry['under_provisioned_pct']:>14.3f}"
+            f"{entry['unserved_pct']:>12.3f}{entry['replica_hours']:>12.1f}{entry['cost_vs_oracle']:>10.2f}x"
+            f"{entry['changes']:>9}{entry['largest_shortfall']:>19.4g}"
         )
     document = summary(result)
     closing = [line for line in (headline(document), advice(document)) if line]

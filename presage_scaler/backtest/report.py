@@ -26,7 +26,7 @@ from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import plots
 from presage_scaler.backtest.explain import constraint_counts
 from presage_scaler.backtest.metrics import shortfall
-from presage_scaler.backtest.output import LABELS, advice, explanation, headline, parameters, summary
+from presage_scaler.backtest.output import LABELS, advice, explanation, headline, parameters, setting, summary
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
 from presage_scaler.backtest.trace import Trace
 
@@ -34,13 +34,15 @@ COLORS = {
     "presage": "#1f77b4",
     "reactive": "#ff7f0e",
     "reactive_cost_matched": "#9467bd",
+    "seasonal_trigger": "#8c564b",
+    "seasonal_trigger_cost_matched": "#e377c2",
     "static": "#7f7f7f",
     "oracle": "#2ca02c",
 }
 DEMAND_COLOR = "#222222"
 SHORT_COLOR = "#d62728"
 WARMUP_FILL = "rgba(0, 0, 0, 0.06)"
-SHORT_POLICIES = ("presage", "reactive", "reactive_cost_matched", "static")
+SHORT_POLICIES = tuple(name for name in POLICIES if name != "oracle")
 """The policies that can fall short (the oracle never does)."""
 HOVER = ".4~g"
 
@@ -131,7 +133,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
         yhoverformat=HOVER,
         **plots.on_grid(_capacity(result, "presage"), **grid),
     )
-    for name in ("reactive", "reactive_cost_matched", "static", "oracle"):
+    for name in [other for other in POLICIES if other != "presage"]:
         figure.add_scatter(
             name=f"capacity: {LABELS[name]}",
             visible="legendonly",
@@ -257,12 +259,11 @@ def _summary_table(document: dict[str, Any], result: BacktestResult) -> str:
     rows = []
     for name in POLICIES:
         entry = document[name]
-        headroom = entry.get("headroom", str(result.plan.spec.policy.headroom) if name == "presage" else "–")
         swatch = f'<span class="swatch" style="background:{COLORS[name]}"></span>'
         rows.append(
             [
                 swatch + escape(LABELS[name]),
-                escape(headroom),
+                escape(setting(result, name)),
                 f"{entry['under_provisioned_pct']:.3f}",
                 f"{entry['unserved_pct']:.3f}",
                 f"{entry['replica_hours']:.1f}",
@@ -271,7 +272,7 @@ def _summary_table(document: dict[str, Any], result: BacktestResult) -> str:
                 f"{entry['largest_shortfall']:.4g}",
             ]
         )
-    header = ["policy", "headroom", "under-provisioned time %", "unserved demand %", "replica-hours"]
+    header = ["policy", "setting", "under-provisioned time %", "unserved demand %", "replica-hours"]
     return plots.table(rows, [*header, "cost vs oracle", "changes", "largest shortfall"])
 
 
@@ -280,6 +281,19 @@ def _constraint_table(result: BacktestResult) -> str:
     total = sum(counts.values())
     rows = [[escape(name), str(count), f"{100 * count / total:.1f} %"] for name, count in counts.items()]
     return plots.table(rows, ["constraint", "decisions", "share"])
+
+
+def baselines_sentence(document: dict[str, Any]) -> str:
+    """What the compared policies are, in one paragraph under the table."""
+    parameters = document["parameters"]
+    return (
+        "The reactive HPA scales on the demand it last saw, with the HPA's 10 % tolerance and 300 s scale-down "
+        "stabilization; the seasonal trigger is what a KEDA user writes by hand, the same HPA on the higher of that "
+        f"demand and the highest demand of the {parameters['trigger_look_ahead']} after this time "
+        f"{parameters['trigger_week_ago']} earlier, at {parameters['trigger_utilization']} target utilization (the "
+        "current demand alone where that lies before the trace). Each cost-matched variant has its headroom raised, "
+        "or its utilization lowered, until it costs what presage costs."
+    )
 
 
 def _lead(text: str) -> str:
@@ -305,6 +319,7 @@ def render(result: BacktestResult) -> str:
         _lead(f"<b>{escape(headline(document))}</b>"),
         *(_lead(escape(line)) for line in [advice(document)] if line),
         _summary_table(document, result),
+        _lead(escape(baselines_sentence(document))),
         "<h2>Did presage's capacity follow the demand?</h2>",
         _lead(
             "Capacity is ready replicas × per-replica capacity. The shaded band is presage's calibrated forecast "
@@ -324,7 +339,7 @@ def render(result: BacktestResult) -> str:
         "<h2>What did each policy cost over time?</h2>",
         _lead(
             f"The replicas each policy paid for (ready and booting), averaged over each {period} after the warm-up. "
-            "The cost-matched HPA costs what presage costs in total, spread differently."
+            "The cost-matched HPA and seasonal trigger cost what presage costs in total, spread differently."
         ),
         cost_figure(result),
         "<h2>Where presage's cost goes</h2>",

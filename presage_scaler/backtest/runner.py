@@ -1,9 +1,9 @@
-"""A whole backtest: presage, the reactive HPA, the cost-matched HPA, a static count and the oracle
-on one trace.
+"""A whole backtest: presage, the reactive HPA, the seasonal trigger (each as set and cost-matched),
+a static count and the oracle on one trace.
 
 :func:`plan` turns a trace and a parsed spec into the numbers every policy shares (signal,
 schedule, lead time, warm-up, initial count); ``run_*`` simulate one policy each;
-:func:`run_backtest` runs all five, measures them, and says where presage's cost goes
+:func:`run_backtest` runs all seven, measures them, and says where presage's cost goes
 (:mod:`presage_scaler.backtest.explain`).
 """
 
@@ -22,15 +22,18 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import Amount, format_duration
 from presage_scaler.backends.base import Backend
 from presage_scaler.backtest.baselines import (
+    DEFAULT_TRIGGER_UTILIZATION,
     CostMatch,
     OraclePolicy,
     ReactivePolicy,
+    SeasonalTriggerPolicy,
     StaticPolicy,
     clamp,
     match_cost,
     observed_demand,
     oracle_targets,
     static_count,
+    week_ago_peaks,
 )
 from presage_scaler.backtest.config import DEFAULT_WARMUP
 from presage_scaler.backtest.errors import BacktestError
@@ -43,7 +46,15 @@ from presage_scaler.engine.evaluator import SignalSpec, signal_specs
 from presage_scaler.engine.leadtime import LeadTime, resolve_lead_time
 from presage_scaler.series.timegrid import steps_for
 
-POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
+POLICIES = (
+    "presage",
+    "reactive",
+    "reactive_cost_matched",
+    "seasonal_trigger",
+    "seasonal_trigger_cost_matched",
+    "static",
+    "oracle",
+)
 
 PRE_ROLL = timedelta(days=1)
 """How long before the measured part the policies start deciding. Decisions before that would never
@@ -68,11 +79,13 @@ class Setup:
     warmup: timedelta = DEFAULT_WARMUP
     reactive_headroom: Amount | None = None
     """The reactive HPA's headroom; defaults to the spec's ``policy.headroom``."""
+    trigger_utilization: float = DEFAULT_TRIGGER_UTILIZATION
+    """The seasonal trigger's target utilization, a fraction of each replica's capacity."""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything the four policies share for one trace."""
+    """Everything the policies share for one trace."""
 
     trace: Trace
     signal: Trace
@@ -94,7 +107,10 @@ class Plan:
     """Per step, the oracle's replica count."""
     observed: np.ndarray
     """Per step, the latest signal point a decision there sees."""
+    week_ago: np.ndarray
+    """Per step, what the seasonal trigger's week-ago query sees (NaN before the trace has a week)."""
     reactive_headroom: Amount
+    trigger_utilization: float
     static: int
     """The static baseline's count: the warm-up's peak demand over per-replica capacity."""
 
@@ -148,6 +164,7 @@ def plan(trace: Trace, setup: Setup) -> Plan:
     schedule = Schedule(first=ratio + skipped * every, every=every, lead=steps_for(boot_delay, trace.step))
     oracle = oracle_targets(trace.values, signal_spec.per_replica, schedule.every + schedule.lead)
     policy = spec.policy
+    observed = observed_demand(signal.values, ratio, len(trace))
     return Plan(
         trace=trace,
         signal=signal,
@@ -162,8 +179,10 @@ def plan(trace: Trace, setup: Setup) -> Plan:
         warmup=setup.warmup,
         initial=clamp(int(oracle[schedule.first]), policy.min_replicas, policy.max_replicas),
         oracle=oracle,
-        observed=observed_demand(signal.values, ratio, len(trace)),
+        observed=observed,
+        week_ago=week_ago_peaks(observed, trace.step),
         reactive_headroom=setup.reactive_headroom or policy.headroom,
+        trigger_utilization=setup.trigger_utilization,
         static=static_count(
             trace.values[:report_from], signal_spec.per_replica, policy.min_replicas, policy.max_replicas
         ),
@@ -218,6 +237,21 @@ def run_reactive(plan: Plan, headroom: Amount) -> Simulation:
     return simulate(len(plan.trace), plan.schedule, reactive, plan.initial)
 
 
+def run_trigger(plan: Plan, utilization: float) -> Simulation:
+    """The seasonal trigger at target ``utilization`` (a fraction)."""
+    policy = plan.spec.policy
+    trigger = SeasonalTriggerPolicy(
+        observed=plan.observed,
+        week_ago=plan.week_ago,
+        per_replica=plan.per_replica,
+        utilization=utilization,
+        step=plan.trace.step,
+        min_replicas=policy.min_replicas,
+        max_replicas=policy.max_replicas,
+    )
+    return simulate(len(plan.trace), plan.schedule, trigger, plan.initial)
+
+
 def metrics_of(plan: Plan, simulation: Simulation) -> Metrics:
     return measure(plan.trace.values, simulation, plan.per_replica, plan.trace.step, plan.report_from)
 
@@ -244,23 +278,51 @@ def cost_matched(
     return match_cost(cost_of, target_replica_hours, start=start)
 
 
+def utilization_for(headroom: float) -> float:
+    """The trigger's target utilization that asks for ``headroom`` (a fraction) above the demand it
+    sees, to the digits a percentage with four decimals keeps (:func:`percent`)."""
+    return round(100.0 / (1.0 + headroom), 4) / 100.0
+
+
+def trigger_cost_matched(
+    plan: Plan, target_replica_hours: float, on_progress: Callable[[int], None] | None = None
+) -> CostMatch:
+    """The seasonal trigger's headroom above the demand it sees (``1 / utilization − 1``) at which it
+    costs ``target_replica_hours``: the trigger's cost grows as its utilization falls, so the HPA's
+    cost match searches it as a headroom from 0 (100 % utilization) up."""
+    evaluations = 0
+
+    def cost_of(headroom: float) -> float:
+        nonlocal evaluations
+        evaluations += 1
+        if on_progress is not None:
+            on_progress(evaluations)
+        return metrics_of(plan, run_trigger(plan, utilization_for(headroom))).replica_hours
+
+    return match_cost(cost_of, target_replica_hours, start=1.0 / plan.trigger_utilization - 1.0)
+
+
 @dataclass(frozen=True)
 class PolicyResult:
-    """One policy's simulation and metrics; ``headroom`` for the reactive ones."""
+    """One policy's simulation and metrics; ``headroom`` for the reactive ones, ``utilization`` (a
+    fraction) for the seasonal triggers."""
 
     simulation: Simulation
     metrics: Metrics
     headroom: Amount | None = None
+    utilization: float | None = None
 
 
 @dataclass(frozen=True)
 class BacktestResult:
-    """All five policies on one trace."""
+    """All seven policies on one trace."""
 
     plan: Plan
     policies: dict[str, PolicyResult]
     presage: PresageRecord
     cost_match: CostMatch
+    trigger_cost_match: CostMatch
+    """The seasonal trigger's cost match, as a headroom above the demand it sees (:func:`trigger_cost_matched`)."""
     coverage: Coverage
     """How often presage's calibrated quantiles covered the sizing window's demand, after warm-up."""
     constraint_shares: dict[str, float]
@@ -275,8 +337,8 @@ class BacktestResult:
 
 
 def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -> BacktestResult:
-    """Plan, then simulate presage, the oracle, the reactive HPA, the cost-matched HPA and the static
-    count."""
+    """Plan, then simulate presage, the oracle, the reactive HPA and the seasonal trigger (each as set
+    and cost-matched) and the static count."""
     seconds: dict[str, float] = {}
     began = time.perf_counter()
     the_plan = plan(trace, setup)
@@ -295,6 +357,13 @@ def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -
     match = cost_matched(the_plan, presage_metrics.replica_hours, report("cost matching", 40))
     matched_headroom = percent(match.headroom)
     matched_sim = run_reactive(the_plan, matched_headroom)
+    utilization = the_plan.trigger_utilization
+    trigger_sim = run_trigger(the_plan, utilization)
+    trigger_match = trigger_cost_matched(
+        the_plan, presage_metrics.replica_hours, report("cost matching the trigger", 40)
+    )
+    matched_utilization = utilization_for(trigger_match.headroom)
+    trigger_matched_sim = run_trigger(the_plan, matched_utilization)
     static_sim = run_static(the_plan)
     seconds["baselines"] = time.perf_counter() - began
 
@@ -302,6 +371,10 @@ def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -
         "presage": PolicyResult(presage_sim, presage_metrics),
         "reactive": PolicyResult(reactive_sim, metrics_of(the_plan, reactive_sim), the_plan.reactive_headroom),
         "reactive_cost_matched": PolicyResult(matched_sim, metrics_of(the_plan, matched_sim), matched_headroom),
+        "seasonal_trigger": PolicyResult(trigger_sim, metrics_of(the_plan, trigger_sim), utilization=utilization),
+        "seasonal_trigger_cost_matched": PolicyResult(
+            trigger_matched_sim, metrics_of(the_plan, trigger_matched_sim), utilization=matched_utilization
+        ),
         "static": PolicyResult(static_sim, metrics_of(the_plan, static_sim)),
         "oracle": PolicyResult(oracle_sim, metrics_of(the_plan, oracle_sim)),
     }
@@ -310,6 +383,7 @@ def run_backtest(trace: Trace, setup: Setup, progress: Progress | None = None) -
         policies=policies,
         presage=record,
         cost_match=match,
+        trigger_cost_match=trigger_match,
         coverage=coverage(record, the_plan.signal.values, the_plan.report_from),
         constraint_shares=constraint_shares(record, the_plan.report_from),
         seconds=seconds,

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.command import DURATION, add_memory_argument
+from presage_scaler.backtest.command import DURATION, add_memory_argument, add_trigger_argument
 from presage_scaler.backtest.command import _typed as typed
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
@@ -129,6 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes that forecast at once (default: all CPUs)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
+    add_trigger_argument(parser)
     add_memory_argument(parser)
     source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
     source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")

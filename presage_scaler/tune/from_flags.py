@@ -115,6 +115,7 @@ def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
         holdout=args.holdout,
         jobs=max(1, args.jobs),
         memory_budget=args.memory_budget,
+        trigger_utilization=args.trigger_utilization,
     )
 
 

@@ -16,6 +16,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import backend_spec
+from presage_scaler.backtest.runner import percent
 from presage_scaler.tune.advice import (
     Advice,
     Verdict,
@@ -30,7 +31,8 @@ from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.minimal import minimal
 from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
 from presage_scaler.tune.split import RECENT
-from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
+from presage_scaler.tune.trigger import UTILIZATIONS
+from presage_scaler.tune.tuner import Outcome, Trial, TriggerTrial, TuneResult
 
 DEFAULT_NAME = "tuned"
 """The PredictiveScaler's name when the starting spec came without metadata."""
@@ -209,6 +211,38 @@ def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, start: 
     path.write_text("\n".join(lines) + "\n" + body)
 
 
+def utilization(trial: TriggerTrial) -> str:
+    """A seasonal trigger's target utilization as a percentage, e.g. ``75%``."""
+    return str(percent(trial.utilization))
+
+
+def trigger_line(result: TuneResult) -> str:
+    """What the seasonal trigger tuned on the same in-sample part did held out, beside the chosen spec."""
+    trigger, chosen = result.trigger, result.chosen.held_out
+    grid = f"{percent(min(UTILIZATIONS))}–{percent(max(UTILIZATIONS))}"
+    how = (
+        f"the cheapest of {grid} that met the service level in-sample"
+        if trigger.met
+        else f"the least under-provisioned of {grid} in-sample, where none met the service level"
+    )
+    held = trigger.chosen.held_out
+    return (
+        f"seasonal trigger on last week's demand, tuned: {utilization(trigger.chosen)} target utilization (as set: "
+        f"{utilization(trigger.asked)}), {how}; held out, {held.under_pct:.2f} % under-provisioned at "
+        f"{held.cost_vs_oracle:.2f}x the oracle (the chosen spec: {chosen.under_pct:.2f} % at "
+        f"{chosen.cost_vs_oracle:.2f}x)"
+    )
+
+
+def _trigger_trial(trial: TriggerTrial, result: TuneResult) -> dict[str, Any]:
+    return {
+        "utilization": utilization(trial),
+        "meets_slo": result.slo.met(trial.in_sample),
+        "in_sample": trial.in_sample.as_dict(),
+        "held_out": trial.held_out.as_dict(),
+    }
+
+
 def _trial(trial: Trial, result: TuneResult) -> dict[str, Any]:
     return {
         "knobs": trial.knobs.as_dict(),
@@ -245,6 +279,9 @@ def document(result: TuneResult) -> dict[str, Any]:
         "chosen": _trial(result.chosen, result),
         "default": _trial(result.default, result),
         "reactive": {"in_sample": result.reactive.in_sample.as_dict(), "held_out": result.reactive.held_out.as_dict()},
+        "seasonal_trigger": _trigger_trial(result.trigger.asked, result),
+        "seasonal_trigger_tuned": _trigger_trial(result.trigger.chosen, result),
+        "seasonal_trigger_candidates": [_trigger_trial(trial, result) for trial in result.trigger.trials],
         "candidates": [_trial(trial, result) for trial in result.trials],
         "forecasts": result.forecasts,
         "runtime_seconds": result.seconds,
@@ -275,15 +312,23 @@ def verdict(result: TuneResult) -> str:
     return "The starting spec does not meet it in-sample; the chosen spec is the cheapest one found that does."
 
 
-def table(result: TuneResult) -> str:
-    """The chosen spec beside the starting spec, the reactive HPA and the oracle, on both parts."""
-    header = f"{'':<22}{'in-sample':^34}{'held out':^34}"
-    columns = f"{'policy':<22}" + f"{'under %':>10}{'unserved %':>12}{'vs oracle':>12}" * 2
-    rows: list[tuple[str, Outcome]] = [
+def compared(result: TuneResult) -> list[tuple[str, Outcome]]:
+    """The policies the table and the report compare, by name."""
+    return [
         ("chosen", result.chosen),
         ("starting spec", result.default),
         ("reactive HPA", result.reactive),
+        ("seasonal trigger", result.trigger.asked),
+        ("seasonal trigger, tuned", result.trigger.chosen),
     ]
+
+
+def table(result: TuneResult) -> str:
+    """The chosen spec beside the starting spec, the reactive HPA and the seasonal trigger (as set and
+    tuned), against the oracle, on both parts."""
+    header = f"{'':<24}{'in-sample':^34}{'held out':^34}"
+    columns = f"{'policy':<24}" + f"{'under %':>10}{'unserved %':>12}{'vs oracle':>12}" * 2
+    rows = compared(result)
     lines = [
         f"presage tune: {result.slo.describe()}",
         f"{result.split.describe()}",
@@ -297,7 +342,7 @@ def table(result: TuneResult) -> str:
             f"{figures.under_pct:>10.2f}{figures.unserved_pct:>12.3f}{figures.cost_vs_oracle:>11.2f}x"
             for figures in (trial.in_sample, trial.held_out)
         )
-        lines.append(f"{label:<22}{cells}")
+        lines.append(f"{label:<24}{cells}")
     lines += [
         "",
         f"chosen: {_changes(result)}",
@@ -306,6 +351,7 @@ def table(result: TuneResult) -> str:
         verdict(result),
         held_out_line(result),
         *filter(None, [history_line(result)]),
+        trigger_line(result),
         f"{len(result.trials)} candidates replayed from {result.forecasts} forecasts in "
         f"{result.seconds['total']:.0f} s",
     ]

@@ -2,10 +2,11 @@
 that answers two questions with a plot each, and gives the numbers and the spec behind them:
 
 1. where the chosen spec sits among every candidate tried: cost against under-provisioned time, the
-   frontier of the cheapest candidates, the service level, the chosen spec, the starting spec and the
-   reactive HPA, in-sample (what the choice saw) beside held out (the check);
-2. how the chosen spec followed the demand on the held-out part, beside the starting spec and the
-   reactive HPA.
+   frontier of the cheapest candidates, the service level, the chosen spec, the starting spec, the
+   reactive HPA and the seasonal trigger (as set and tuned), in-sample (what the choice saw) beside
+   held out (the check);
+2. how the chosen spec followed the demand on the held-out part, beside the starting spec, the
+   reactive HPA and the tuned seasonal trigger.
 """
 
 from __future__ import annotations
@@ -22,12 +23,24 @@ from plotly.subplots import make_subplots
 from presage_scaler.backtest import plots
 from presage_scaler.tune.advice import held_out_line, history_line, undecided_line
 from presage_scaler.tune.held_out import check
-from presage_scaler.tune.output import StartingSpec, alike_line, judged, manifests, verdict
+from presage_scaler.tune.output import StartingSpec, alike_line, compared, judged, manifests, trigger_line, verdict
 from presage_scaler.tune.search import ALIKE, Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
 
-COLORS = {"chosen": "#1f77b4", "starting spec": "#7f7f7f", "reactive HPA": "#ff7f0e"}
-MARKERS = {"chosen": "star", "starting spec": "diamond", "reactive HPA": "square"}
+COLORS = {
+    "chosen": "#1f77b4",
+    "starting spec": "#7f7f7f",
+    "reactive HPA": "#ff7f0e",
+    "seasonal trigger": "#8c564b",
+    "seasonal trigger, tuned": "#e377c2",
+}
+MARKERS = {
+    "chosen": "star",
+    "starting spec": "diamond",
+    "reactive HPA": "square",
+    "seasonal trigger": "triangle-up",
+    "seasonal trigger, tuned": "triangle-down",
+}
 MEETS_COLOR = "#9ecae1"
 MISSES_COLOR = "#d9d9d9"
 SLO_COLOR = "#d62728"
@@ -59,11 +72,7 @@ def frontier(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]
 def frontier_figure(result: TuneResult) -> go.Figure:
     """Every candidate's cost against its under-provisioned time, in-sample and held out."""
     figure = make_subplots(rows=1, cols=2, subplot_titles=PART_TITLES, horizontal_spacing=0.08)
-    marked: dict[str, Outcome] = {
-        "chosen": result.chosen,
-        "starting spec": result.default,
-        "reactive HPA": result.reactive,
-    }
+    marked: dict[str, Outcome] = dict(compared(result))
     for column, part in enumerate(PARTS, start=1):
         first = column == 1
         meets = [result.slo.met(trial.in_sample) for trial in result.trials]
@@ -165,8 +174,7 @@ def held_out_figure(result: TuneResult) -> go.Figure:
 
 def _figures_rows(result: TuneResult) -> list[list[str]]:
     rows = []
-    named = (("chosen", result.chosen), ("starting spec", result.default), ("reactive HPA", result.reactive))
-    for name, trial in named:
+    for name, trial in compared(result):
         swatch = f'<span class="swatch" style="background:{COLORS[name]}"></span>'
         cells = [swatch + escape(name)]
         for part in PARTS:
@@ -206,6 +214,7 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None, start: St
         _lead(f"The chosen spec, {escape(judged(result.chosen.in_sample))}."),
         *(_lead(f"{escape(line)}.") for line in (alike_line(result), undecided_line(result)) if line),
         plots.table(_figures_rows(result), header),
+        _lead(escape(f"The {trigger_line(result)}.")),
         "<h2>Where does the chosen spec sit among the candidates?</h2>",
         _lead(
             f"Each point is one of the {len(result.trials)} candidates replayed (hover for its knobs). The choice "
@@ -213,7 +222,9 @@ def render(result: TuneResult, metadata: dict[str, Any] | None = None, start: St
             "scaled by the margin its spells need, over the whole part and, when that is longer than a week, "
             "over its last week too; the starting spec stays when it meets it for at most "
             f"{ALIKE:.0%} more. The right-hand panel shows the same candidates "
-            "on the held-out part, which played no part in the choice. The reactive HPA is usually far above the "
+            "on the held-out part, which played no part in the choice. The triangles are the seasonal trigger a "
+            "KEDA user writes by hand, as set and with its target utilization tuned on the same part as the chosen "
+            "spec. The reactive HPA is usually far above the "
             "service level: double-click a panel twice to see every point."
         ),
         frontier_figure(result),

@@ -7,6 +7,12 @@ replayed over the whole trace from those forecasts at once (:mod:`presage_scaler
 its in-sample figures go to the choice (:mod:`presage_scaler.tune.search`); its held-out figures are
 kept aside for the report and the check.
 
+The seasonal trigger a KEDA user would write instead
+(:class:`presage_scaler.backtest.baselines.SeasonalTriggerPolicy`) has one knob, its target
+utilization: every utilization of :data:`presage_scaler.tune.trigger.UTILIZATIONS` is replayed at once
+and measured as the candidates are, the cheapest that meets the same service level in-sample with the
+same confidence is its choice, and that is reported held out beside presage's.
+
 The forecaster settings besides the starting one are forecast in worker processes while this one
 forecasts the starting one (``jobs``); with one job everything runs in this process, with the same
 result.
@@ -28,6 +34,7 @@ import numpy as np
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.backtest.baselines import DEFAULT_TRIGGER_UTILIZATION
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint
 from presage_scaler.backtest.metrics import measure as measure_simulation
@@ -41,9 +48,10 @@ from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
 from presage_scaler.tune.measure import Part, Served, measure
 from presage_scaler.tune.prepared import Forecasts, forecast, points_read, shared_decisions
 from presage_scaler.tune.replay import Decisions, in_force, ready, replay
-from presage_scaler.tune.search import ALIKE, Figures, Slo, choose, spells
+from presage_scaler.tune.search import ALIKE, Figures, Slo, choose, rank, spells
 from presage_scaler.tune.space import space_for
 from presage_scaler.tune.split import Split, split
+from presage_scaler.tune.trigger import UTILIZATIONS, trigger_counts
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class TuneSetup:
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     """Bytes the run may take at its peak: one estimated to take more is refused before it forecasts
     (:mod:`presage_scaler.backtest.memory`)."""
+    trigger_utilization: float = DEFAULT_TRIGGER_UTILIZATION
+    """The seasonal trigger's target utilization as set (a fraction): reported beside the tuned one."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,28 @@ class Trial(Outcome):
     """One candidate: its knobs and its figures."""
 
     knobs: Knobs
+
+
+@dataclass(frozen=True)
+class TriggerTrial(Outcome):
+    """The seasonal trigger at one target utilization (a fraction), on both parts."""
+
+    utilization: float
+
+
+@dataclass(frozen=True)
+class TunedTrigger:
+    """The seasonal trigger as set and tuned."""
+
+    asked: TriggerTrial
+    """At the utilization asked for (``TuneSetup.trigger_utilization``)."""
+    trials: tuple[TriggerTrial, ...]
+    """At every utilization of :data:`~presage_scaler.tune.trigger.UTILIZATIONS`, the highest first."""
+    chosen: TriggerTrial
+    """The cheapest trial that met the service level in-sample, or, when none did, the least
+    under-provisioned one there (:func:`presage_scaler.tune.search.rank`), as presage's choice."""
+    met: bool
+    """Whether ``chosen`` met the service level in-sample."""
 
 
 @dataclass(frozen=True)
@@ -106,14 +138,16 @@ class TuneResult:
     chosen: Trial
     reactive: Outcome
     """The reactive HPA's figures (with the starting spec's headroom)."""
+    trigger: TunedTrigger
+    """The seasonal trigger at the utilization asked for and tuned on the in-sample part."""
     oracle: OracleHours
     plan: Plan
     """The starting spec's plan (schedule, warm-up, boot delay, per-replica capacity)."""
     forecasts: int
     """Forecasting passes made: one per forecaster setting that reads the history differently."""
     held_out_capacity: dict[str, np.ndarray]
-    """Ready capacity over the held-out part of the chosen spec, the starting spec and the reactive
-    HPA (for the report)."""
+    """Ready capacity over the held-out part of the chosen spec, the starting spec, the reactive HPA
+    and the tuned seasonal trigger (for the report)."""
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -182,8 +216,41 @@ def _plan(
             backend=make_backend(backend or setup.backend),
             boot_delay=setup.boot_delay,
             warmup=setup.warmup,
+            trigger_utilization=setup.trigger_utilization,
         ),
     )
+
+
+def trigger_utilizations(asked: float) -> list[float]:
+    """The utilizations the trigger is replayed at: UTILIZATIONS from the highest, and the one asked for
+    when it is not among them."""
+    grid = sorted(UTILIZATIONS, reverse=True)
+    return grid if asked in grid else [*grid, asked]
+
+
+def tuned_trigger(outcomes: Sequence[Outcome], utilizations: Sequence[float], asked: float, slo: Slo) -> TunedTrigger:
+    """The trigger at each of ``utilizations`` (:func:`trigger_utilizations`), with its ``outcomes``,
+    and the choice among those of UTILIZATIONS from their in-sample figures alone."""
+    found = [TriggerTrial(o.in_sample, o.held_out, u) for o, u in zip(outcomes, utilizations, strict=True)]
+    trials = tuple(trial for trial in found if trial.utilization in UTILIZATIONS)
+    chosen = min(trials, key=lambda trial: rank(trial.in_sample, slo))
+    return TunedTrigger(
+        asked=next(trial for trial in found if trial.utilization == asked),
+        trials=trials,
+        chosen=chosen,
+        met=slo.met(chosen.in_sample),
+    )
+
+
+def _outcomes(counts: np.ndarray, served: Served, parts: Sequence[Part]) -> list[Outcome]:
+    """Per column of ``counts``, its figures on ``parts`` (in-sample, held out and, when there is a
+    third, the in-sample part's last RECENT, :func:`outcome`)."""
+    found = measure(counts, served, parts)
+    recent = found[2] if len(found) > 2 else [None] * counts.shape[1]
+    return [
+        Outcome(replace(in_sample, recent=last), held_out)
+        for in_sample, held_out, last in zip(found[0], found[1], recent, strict=True)
+    ]
 
 
 def _forecast_elsewhere(
@@ -325,10 +392,12 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
         else _figures(before_plan, oracle_before, parts.recent_from, parts.held_out_from, 1.0).replica_hours,
     )
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
+    utilizations = trigger_utilizations(setup.trigger_utilization)
     space = space_for(start, base_plan)
     candidates = space.candidates(start)
     decided = len(base_plan.schedule.decisions(len(trace)))
-    Footprint(len(trace), trace.step, setup.jobs, decided, len(candidates)).check(setup.memory_budget)
+    replayed = len(candidates) + len(utilizations)
+    Footprint(len(trace), trace.step, setup.jobs, decided, replayed).check(setup.memory_budget)
     passes = _passes(trace, setup, start, base_wire, space.forecasters, space.dial)
     forecasts = _forecast(trace, setup, passes, space.dial, progress)
     seconds = {"forecasting": time.perf_counter() - began}
@@ -350,24 +419,25 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     ]
     if parts.recent_from is not None and hours.recent is not None:
         measured.append(Part(parts.recent_from, parts.held_out_from, hours.recent))
-    found = measure(counts, served, measured)
-    recent = found[2] if len(found) > 2 else [None] * len(candidates)
     trials = tuple(
-        Trial(knobs=knobs, in_sample=replace(in_sample, recent=last), held_out=held_out)
-        for knobs, in_sample, held_out, last in zip(candidates, found[0], found[1], recent, strict=True)
+        Trial(knobs=knobs, in_sample=found.in_sample, held_out=found.held_out)
+        for knobs, found in zip(candidates, _outcomes(counts, served, measured), strict=True)
     )
     chosen = candidates.index(choose([(t.knobs, t.in_sample) for t in trials], start, setup.slo))
+    triggered = trigger_counts(base_plan, utilizations, kept_from)
+    trigger = tuned_trigger(_outcomes(triggered, served, measured), utilizations, setup.trigger_utilization, setup.slo)
     seconds["replaying"] = time.perf_counter() - replaying
 
-    def held_out_capacity(column: int) -> np.ndarray:
+    def held_out_capacity(replayed: np.ndarray, column: int) -> np.ndarray:
         begin = parts.held_out_from - schedule.lead
-        desired = in_force(counts[:, [column]], schedule, base_plan.initial, begin, parts.end, kept_from)
+        desired = in_force(replayed[:, [column]], schedule, base_plan.initial, begin, parts.end, kept_from)
         return ready(desired, schedule.lead)[0] * base_plan.per_replica
 
     capacity = {
-        "chosen": held_out_capacity(chosen),
-        "starting spec": held_out_capacity(0),
+        "chosen": held_out_capacity(counts, chosen),
+        "starting spec": held_out_capacity(counts, 0),
         "reactive HPA": reactive.ready[parts.held_out_from : parts.end] * base_plan.per_replica,
+        "seasonal trigger, tuned": held_out_capacity(triggered, utilizations.index(trigger.chosen.utilization)),
     }
     seconds["total"] = time.perf_counter() - began
     return TuneResult(
@@ -378,6 +448,7 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
         trials=trials,
         chosen=trials[chosen],
         reactive=outcome(base_plan, reactive, parts, hours),
+        trigger=trigger,
         oracle=hours,
         plan=base_plan,
         forecasts=sum(1 for each in passes if each.skip < len(steps)),

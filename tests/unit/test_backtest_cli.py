@@ -25,7 +25,15 @@ from presage_scaler.cli.main import SIGPIPE_EXIT, main
 from presage_scaler.clients.prometheus import SampledSeries
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"
-POLICIES = ("presage", "reactive", "reactive_cost_matched", "static", "oracle")
+POLICIES = (
+    "presage",
+    "reactive",
+    "reactive_cost_matched",
+    "seasonal_trigger",
+    "seasonal_trigger_cost_matched",
+    "static",
+    "oracle",
+)
 KEYS = {"under_provisioned_pct", "unserved_pct", "replica_hours", "cost_vs_oracle", "changes", "largest_shortfall"}
 BASE = [str(EXAMPLE), "--per-replica", "20", "--lead-time", "5m", "--warmup", "1d", "--no-progress"]
 
@@ -53,7 +61,19 @@ def test_summary_has_the_documented_keys(run_dir):
     assert summary["cost_matched_headroom"] == summary["reactive_cost_matched"]["headroom"]
     match = summary["cost_match"]  # replica counts are whole, so the match may only come close
     assert match["replica_hours"] == pytest.approx(match["target_replica_hours"], rel=0.01)
+    assert summary["seasonal_trigger"]["utilization"] == "75%"
+    assert summary["cost_matched_utilization"] == summary["seasonal_trigger_cost_matched"]["utilization"]
+    trigger = summary["trigger_cost_match"]
+    assert trigger["utilization"] == summary["cost_matched_utilization"]
+    assert trigger["replica_hours"] == pytest.approx(trigger["target_replica_hours"], rel=0.01)
+    assert trigger["target_replica_hours"] == summary["presage"]["replica_hours"]
+    assert summary["seasonal_trigger_cost_matched"]["replica_hours"] == trigger["replica_hours"]
     params = summary["parameters"]
+    assert (params["trigger_utilization"], params["trigger_week_ago"], params["trigger_look_ahead"]) == (
+        "75%",
+        "168h",
+        "30m",
+    )
     assert params["trace_step"] == "5m"
     assert params["lead_time"] == "5m"
     assert params["warmup"] == "24h"
@@ -95,6 +115,7 @@ def test_the_report_is_one_self_contained_page_with_three_plots(run_dir):
     for question in ("follow the demand", "Where did each policy fall short", "cost over time"):
         assert question in html
     assert "reactive HPA, cost-matched" in html
+    assert "seasonal trigger, cost-matched" in html and "at 75% target utilization" in html
 
 
 def test_the_same_decisions_are_counted_everywhere(run_dir, capsys):
@@ -118,8 +139,12 @@ def test_the_same_decisions_are_counted_everywhere(run_dir, capsys):
 def test_the_table_is_printed_counting_the_summarys_decisions(tmp_path, capsys):
     assert main(["backtest", *BASE, "--out", str(tmp_path / "out")]) == 0
     output = capsys.readouterr().out
-    for label in ("presage", "reactive HPA", "reactive HPA, cost-matched", "static (warm-up peak)", "oracle"):
+    labels = ("presage", "reactive HPA", "reactive HPA, cost-matched", "seasonal trigger", "static (warm-up peak)")
+    for label in (*labels, "seasonal trigger, cost-matched", "oracle"):
         assert label in output
+    rows = {line[:32].rstrip(): line[32:].split() for line in output.splitlines()[2:9]}
+    assert rows["seasonal trigger"][:2] == ["util", "75%"]
+    assert rows["seasonal trigger, cost-matched"][0] == "util"
     assert "the sizing window's highest demand was at or below the q0.9 forecast" in output
     assert "ForecastUncertainty held" in output
     presage = json.loads((tmp_path / "out" / "summary.json").read_text())["presage"]
@@ -191,6 +216,27 @@ def test_a_bad_per_replica_is_one_line_and_exit_2(tmp_path, capsys, per_replica,
         code = exit_.code
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_the_trigger_utilization_is_a_flag(tmp_path):
+    assert main(["backtest", *BASE, "--trigger-utilization", "60%", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["seasonal_trigger"]["utilization"] == "60%"
+    assert summary["parameters"]["trigger_utilization"] == "60%"
+    # The cost match starts from the trigger as set and lands where presage's cost is, whatever that start.
+    assert summary["trigger_cost_match"]["target_replica_hours"] == summary["presage"]["replica_hours"]
+
+
+@pytest.mark.parametrize("utilization", ["0", "0%", "-5%", "101%", "abc", "nan"])
+def test_a_bad_trigger_utilization_is_one_line_and_exit_2(tmp_path, capsys, utilization):
+    argv = [*BASE, "--trigger-utilization", utilization, "--out", str(tmp_path)]
+    try:
+        code = main(["backtest", *argv])
+    except SystemExit as exit_:  # argparse refuses a flag's value by exiting
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and "--trigger-utilization" in err and "above 0 and at most 100 %" in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 

@@ -28,6 +28,8 @@ def document(presage_hours: float, static_hours: float, after_warmup: timedelta 
         "static": policy(0.382, static_hours),
         "reactive": policy(18.667, 106, "10%"),
         "reactive_cost_matched": policy(1.753, presage_hours, "85.1562%"),
+        "seasonal_trigger": {**policy(0.278, 184), "utilization": "75%"},
+        "seasonal_trigger_cost_matched": {**policy(0.139, presage_hours), "utilization": "69.5652%"},
         "oracle": policy(0.0, 100),
     }
 
@@ -38,6 +40,14 @@ def test_headline_names_static_and_both_reactive_hpas():
     assert "43 % cheaper than a static count (0.382 % under-provisioned)" in line
     assert "a reactive HPA was under-provisioned 18.667 % of the time" in line
     assert "1.753 % with the headroom that makes it cost the same" in line
+
+
+def test_headline_has_one_clause_on_the_seasonal_trigger_as_set_and_at_presages_cost():
+    line = headline(document(177, 313))
+    assert line.endswith(
+        "; a seasonal trigger on last week's demand at 75% utilization was under-provisioned 0.278 % at 1.84x, "
+        "and 0.139 % at presage's cost."
+    )
 
 
 def test_headline_says_dearer_when_static_costs_less():

@@ -212,6 +212,29 @@ def test_the_four_policies_on_a_small_trace():
     assert result.plan.report_from == 288
 
 
+def test_the_seasonal_trigger_scales_up_for_last_weeks_burst_and_is_cost_matched():
+    trace = daily_trace(days=9)  # a burst at steps 400-403 of the first week, none in the second
+    result = run_backtest(trace, replace(setup_for(trace), warmup=timedelta(days=8)))
+    week, ahead = 7 * 288, 6  # a week and 30 minutes of 5-minute steps
+    trigger = result.policies["seasonal_trigger"]
+    assert trigger.utilization == 0.75
+    # A decision at step j sees up to step j - 1, a week ago up to j - 1 - week + 30 minutes: the burst's
+    # first step (400) enters its window at the decision 30 minutes less one step before it recurs.
+    asked = math.ceil(trace.values[400] / (0.75 * result.plan.per_replica) - 1e-9)
+    desired = trigger.simulation.desired
+    assert desired[week + 401 - ahead] >= asked > desired[week + 400 - ahead]
+    # The HPA on the current demand alone does not see it coming.
+    assert result.policies["reactive"].simulation.desired[week + 401 - ahead] < asked
+    # Cost-matched: one day measured moves in steps of a replica for 5 minutes, so it comes within 1 %.
+    match = result.trigger_cost_match
+    assert match.target == result.policies["presage"].metrics.replica_hours
+    matched = result.policies["seasonal_trigger_cost_matched"]
+    assert matched.metrics.replica_hours == match.replica_hours == pytest.approx(match.target, rel=0.01)
+    assert matched.utilization == round(100 / (1 + match.headroom), 4) / 100
+    # Cheaper than the trigger as set is a higher utilization.
+    assert (matched.utilization > trigger.utilization) == (match.target < trigger.metrics.replica_hours)
+
+
 def test_a_coarser_signal_resolution_averages_the_trace():
     trace = daily_trace(days=2)
     spec = spec_for(trace)
