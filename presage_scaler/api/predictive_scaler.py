@@ -460,7 +460,9 @@ class AdviceSpec(APIModel):
     """Advice opts the scaler in to advice: presage advise (which the chart runs as a CronJob) tunes the
     policy on the signal's own history exactly as presage tune --scaler does, and writes the spec to apply,
     with what it would have saved, into status.advice. It never changes the spec. Without Advice, presage
-    advise never reads the scaler's signal."""
+    advise never reads the scaler's signal. It needs the single-signal form (signal; the API refuses it
+    beside signals) and a SeasonalNaive ForecastBackend: tuning scores candidates by SeasonalNaive's
+    hindcasts, so a scaler whose backend is TimesFM cannot be advised, and status.advice.error says so."""
 
     every: Duration = field(
         "Every is how often the advice is made again; a change to the spec makes it again at the next run.",
