@@ -42,6 +42,7 @@ class Reason(StrEnum):
     SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
     SECRET_FORBIDDEN = "SecretForbidden"
     SECRET_UNAVAILABLE = "SecretUnavailable"
+    SECRET_INVALID = "SecretInvalid"
     TARGET_NOT_FOUND = "TargetNotFound"
     TARGET_FORBIDDEN = "TargetForbidden"
     TARGET_UNREADABLE = "TargetUnreadable"
@@ -99,6 +100,7 @@ FAILURES: frozenset[Reason] = frozenset(
         Reason.SECRET_KEY_NOT_FOUND,
         Reason.SECRET_FORBIDDEN,
         Reason.SECRET_UNAVAILABLE,
+        Reason.SECRET_INVALID,
         Reason.TARGET_NOT_FOUND,
         Reason.TARGET_FORBIDDEN,
         Reason.TARGET_UNREADABLE,

@@ -123,6 +123,36 @@ def add_trigger_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+PASSWORD_ENVIRONMENT = "PRESAGE_PROMETHEUS_PASSWORD"
+"""Where ``--basic-auth``'s password is read from when no ``--basic-auth-password-file`` is given."""
+
+
+def add_connection_arguments(group: argparse._ArgumentGroup) -> None:
+    """How to reach a Prometheus behind a tenant header, basic auth or (mutual) TLS, beside ``--prometheus``;
+    ``presage backtest`` and ``presage tune`` share them (read by
+    :func:`presage_scaler.backtest.from_flags.connection_from_flags`)."""
+    group.add_argument(
+        "--header",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a header sent with every query, e.g. X-Scope-OrgID=team-a for a Mimir, Cortex or Thanos tenant; "
+        "repeat for several",
+    )
+    group.add_argument("--basic-auth", metavar="USER", help="basic authentication as USER")
+    group.add_argument(
+        "--basic-auth-password-file",
+        type=Path,
+        metavar="FILE",
+        help=f"the file holding --basic-auth's password (default: the {PASSWORD_ENVIRONMENT} environment variable)",
+    )
+    group.add_argument("--ca-file", type=Path, metavar="FILE", help="PEM CA bundle that verifies the server")
+    group.add_argument("--cert-file", type=Path, metavar="FILE", help="PEM client certificate, for mutual TLS")
+    group.add_argument("--key-file", type=Path, metavar="FILE", help="the client certificate's unencrypted PEM key")
+    group.add_argument(
+        "--insecure-skip-verify", action="store_true", help="do not verify the server's certificate (testing only)"
+    )
+
+
 def add_memory_argument(parser: argparse.ArgumentParser) -> None:
     """``--memory-budget``, the bytes a run may take (:mod:`presage_scaler.backtest.memory`)."""
     parser.add_argument(
@@ -181,6 +211,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--start", help="ISO-8601 or Unix seconds")
     source.add_argument("--end", help="ISO-8601 or Unix seconds")
     source.add_argument("--step", type=DURATION, default=timedelta(minutes=1), help="default: 1m")
+    add_connection_arguments(source)
 
 
 def run(args: argparse.Namespace) -> int:

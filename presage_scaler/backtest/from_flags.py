@@ -25,6 +25,7 @@ from presage_scaler.backtest.config import (
     make_backend,
     scaler_spec,
 )
+from presage_scaler.backtest.connection_flags import connection_flags, connection_from_flags
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.memory import Footprint, points_between
 from presage_scaler.backtest.output import table, write_decisions, write_summary
@@ -40,6 +41,8 @@ def _trace(args: argparse.Namespace) -> Trace:
     if args.prometheus is None:
         if args.trace is None:
             raise BacktestError("give a TRACE file, or --prometheus with --query, --start and --end")
+        if given := connection_flags(args):
+            raise BacktestError(f"{', '.join(given)} apply to --prometheus, not to a TRACE file")
         return load_csv(args.trace, args.resample)
     if args.trace is not None:
         raise BacktestError("give either a TRACE file or --prometheus, not both")
@@ -49,7 +52,8 @@ def _trace(args: argparse.Namespace) -> Trace:
         raise BacktestError("--prometheus needs --query, --start and --end")
     start, end = parse_timestamp(args.start, "--start"), parse_timestamp(args.end, "--end")
     Footprint(points_between(end - start, args.step), args.step).check(args.memory_budget)
-    return asyncio.run(load_prometheus(args.prometheus, args.query, start, end, args.step))
+    connection = connection_from_flags(args)
+    return asyncio.run(load_prometheus(args.prometheus, args.query, start, end, args.step, connection=connection))
 
 
 def _setup(args: argparse.Namespace, trace: Trace) -> Setup:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.clients.prometheus import PrometheusClient, fill_gaps
+from presage_scaler.clients.prometheus import Connection, PrometheusClient, fill_gaps
 
 TIME_COLUMNS = ("timestamp", "ts", "time")
 VALUE_COLUMN = "value"
@@ -269,18 +269,15 @@ async def load_prometheus(
     end: datetime,
     step: timedelta,
     *,
-    bearer_token: str | None = None,
-    insecure_skip_verify: bool = False,
+    connection: Connection | None = None,
 ) -> Trace:
     """Read a trace with a range query. A Prometheus sample at ``τ`` covers the step that ends at
     ``τ`` (``rate(x[1m])`` at ``τ`` is the last minute's), so the trace starts one step before the
     first sample: a decision at ``τ`` sees the sample at ``τ``, as the controller does. Steps with
     no sample are gaps, filled as the controller fills them, counted, and refused when they are
-    most of the trace, as in a CSV. The token and TLS setting are a PredictiveScaler's (``presage
-    tune --scaler``)."""
-    async with PrometheusClient(
-        address, bearer_token=bearer_token, insecure_skip_verify=insecure_skip_verify
-    ) as client:
+    most of the trace, as in a CSV. ``connection`` holds the headers and TLS: a PredictiveScaler's
+    (``presage tune --scaler``) or the flags' (``--header``, ``--basic-auth``, ``--ca-file``, ...)."""
+    async with PrometheusClient(address, connection=connection or Connection()) as client:
         series = await client.query_range(query, start, end, step)
     negative = np.flatnonzero(series.values < 0)
     if negative.size:

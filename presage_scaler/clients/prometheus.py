@@ -39,15 +39,21 @@ measures the ratio).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
+import os
 import ssl
-from collections.abc import Iterator
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import aiohttp
 import numpy as np
@@ -59,9 +65,6 @@ from presage_scaler.backends.bounded_body import ACCEPT_ENCODING, BodyTooLarge, 
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.series.timegrid import align_down
 
-if TYPE_CHECKING:
-    from presage_scaler.api.predictive_scaler import PrometheusQuery
-
 #: Prometheus refuses range queries of more than 11,000 points per series; longer ranges are
 #: split into several requests of at most this many points.
 MAX_POINTS_PER_REQUEST = 11_000
@@ -71,6 +74,12 @@ MAX_POINTS_PER_QUERY = 1 << 22
 CRD allows. The longest legitimate query is an advice lookback of 28 days (its default) at 1s:
 2,419,200 points, fetched in 220 requests of :data:`MAX_POINTS_PER_REQUEST`. Refused before the first
 request, since the grid alone takes 8 bytes a point (32 MiB here) and the gap filling a few times that."""
+
+MAX_ENDPOINTS = 256
+"""Endpoints (an address with one TLS setting) a :class:`PrometheusClientPool` keeps before it closes idle ones."""
+
+ENDPOINT_IDLE_SECONDS = 600.0
+"""How long an endpoint must go unused before a full pool closes it: twice the longest evaluation deadline."""
 
 MAX_ANSWER_BYTES = 4 << 20
 """The most bytes one answer may take, on the wire and once inflated: 4 MiB. A legitimate answer is one
@@ -117,6 +126,13 @@ class AnswerTooLarge(QueryFailed):
         super().__init__(f"query {query!r}: {limit}; {advice}")
         self.query = query
         self.limit = limit
+
+
+class InvalidTLSMaterial(PrometheusError):
+    """A CA bundle, client certificate or key cannot be used: not PEM, an encrypted key, or a key that is
+    not the certificate's. The message names where it came from (a Secret's key, or a flag)."""
+
+    reason = Reason.SECRET_INVALID
 
 
 class TooManySeries(PrometheusError):
@@ -224,21 +240,93 @@ def history_window(
 # --- client --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TLSSettings:
+    """TLS for one endpoint, all PEM: the CA bundle that verifies the server (None: the system's trusted
+    CAs), and a client certificate and key for mutual TLS (both or neither); or verification off.
+
+    ``ca_from`` and ``cert_from`` say where the material came from (a Secret and its keys, or a flag), so
+    that an error names it; they take no part in comparing settings."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    insecure_skip_verify: bool = False
+    ca_from: str = field(default="the CA bundle", compare=False)
+    cert_from: str = field(default="the client certificate and key", compare=False)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of the material and the verify setting: equal for the same TLS, whoever holds it."""
+        digest = hashlib.sha256(b"verify-off" if self.insecure_skip_verify else b"verify")
+        for part in (self.ca, self.cert, self.key):
+            digest.update(b"-" if part is None else len(part).to_bytes(8, "big") + part)
+        return digest.hexdigest()
+
+    def context(self) -> ssl.SSLContext | bool:
+        """The context a connection uses (True: aiohttp's default, the system's CAs). Raises
+        :class:`InvalidTLSMaterial` naming the part that cannot be used."""
+        if self.ca is None and self.cert is None and not self.insecure_skip_verify:
+            return True
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        if self.ca is not None:
+            try:
+                # A context with a CA bundle trusts that bundle only, as KEDA's custom CA does.
+                context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=self.ca.decode("ascii"))
+            except (ssl.SSLError, UnicodeDecodeError, ValueError) as exc:
+                raise InvalidTLSMaterial(f"{self.ca_from} is not a PEM CA bundle ({_ssl_reason(exc)})") from exc
+        if self.insecure_skip_verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if (self.cert is None) != (self.key is None):
+            raise InvalidTLSMaterial(f"{self.cert_from}: a client certificate needs its key, and a key its certificate")
+        if self.cert is not None and self.key is not None:
+            if problem := _pem_problem(self.cert, self.key):
+                raise InvalidTLSMaterial(f"{self.cert_from}: {problem}")
+            try:
+                with _pem_paths(self.cert, self.key) as (cert, key):
+                    # An empty password: an encrypted key fails here instead of prompting on a terminal.
+                    context.load_cert_chain(cert, key, password=b"")
+            except (ssl.SSLError, OSError) as exc:
+                raise InvalidTLSMaterial(
+                    f"{self.cert_from} cannot be used ({_ssl_reason(exc)}); they must be PEM, the key unencrypted "
+                    "and the certificate's own"
+                ) from exc
+        return context
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Everything a request to one Prometheus carries beside the query, resolved (no Secret references):
+    headers, the Authorization header among them, and the endpoint's TLS.
+
+    ``credentials`` says where the Authorization header came from ("the basic auth Secret shop/prom"), so
+    that an HTTP 401 or 403 names what to check; None when no credentials are sent."""
+
+    headers: tuple[tuple[str, str], ...] = ()
+    tls: TLSSettings = TLSSettings()
+    credentials: str | None = None
+
+
 class _Endpoint:
     """One pooled ``aiohttp.ClientSession`` to one endpoint with one TLS setting, shared by every
-    client of that endpoint whatever its credentials (they travel per request).
+    client of that endpoint whatever its headers and credentials (they travel per request).
 
     A request takes one of the pool's MAX_CONNECTIONS :attr:`slots` before it starts, and its
     timeout runs from then: the wait for a connection of presage's own pool is the controller's
     load, not Prometheus's slowness. Counted in the timeout, it marked scalers PrometheusUnreachable
     in bursts under load (10,000 scalers on two cores), blaming Prometheus for presage's own queue.
-    The evaluation's own deadline still bounds the wait."""
+    The evaluation's own deadline still bounds the wait.
 
-    def __init__(self, *, insecure_skip_verify: bool, timeout: float) -> None:
-        self._ssl: ssl.SSLContext | bool = _unverified_ssl_context() if insecure_skip_verify else True
+    ``in_flight`` and ``last_used`` let a pool close it only when idle."""
+
+    def __init__(self, tls: TLSSettings, *, timeout: float, now: float = 0.0) -> None:
+        self._ssl = tls.context()
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        self.in_flight = 0
+        self.last_used = now
 
     def session(self) -> aiohttp.ClientSession:
         # Created on first use, inside the running loop, as aiohttp requires.
@@ -267,39 +355,24 @@ class PrometheusClient:
     Queries are sent as form-encoded POSTs so that long PromQL does not hit URL length limits.
     ``timeout`` bounds each request as a whole (connecting, sending and reading the answer), from
     when it holds one of the endpoint's connection slots.
-    ``insecure_skip_verify`` turns TLS certificate and host name verification off; otherwise the
-    system's trusted CAs verify the server.
+    ``connection`` holds the headers every request carries and the TLS settings; by default none, and
+    the system's trusted CAs verify the server. A client with its own endpoint raises
+    :class:`InvalidTLSMaterial` here when its TLS material cannot be used.
     """
 
     def __init__(
         self,
         address: str,
         *,
-        bearer_token: str | None = None,
-        insecure_skip_verify: bool = False,
+        connection: Connection = Connection(),
         timeout: float = 10.0,
         endpoint: _Endpoint | None = None,
     ) -> None:
         self.address = address.rstrip("/")
-        self._auth = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
+        self._headers = dict(connection.headers)
+        self._credentials = connection.credentials
         self._owns_endpoint = endpoint is None
-        self._endpoint = endpoint or _Endpoint(insecure_skip_verify=insecure_skip_verify, timeout=timeout)
-
-    @classmethod
-    def from_query(
-        cls,
-        query: PrometheusQuery,
-        bearer_token: str | None = None,
-        *,
-        timeout: float = 10.0,
-    ) -> Self:
-        """A client for ``query.address``; ``bearer_token`` is the already-resolved Secret value."""
-        return cls(
-            query.address,
-            bearer_token=bearer_token,
-            insecure_skip_verify=bool(query.insecure_skip_verify),
-            timeout=timeout,
-        )
+        self._endpoint = endpoint or _Endpoint(connection.tls, timeout=timeout)
 
     async def aclose(self) -> None:
         """Close the session, unless it is a pool's (the pool closes it)."""
@@ -450,10 +523,11 @@ class PrometheusClient:
         """POST a query and return the response's ``data``; map every failure to an error type."""
         # The full URL rather than aiohttp's base_url, so an address's path prefix always stays.
         url = self.address + path
+        self._endpoint.in_flight += 1
         try:
             async with (
                 self._endpoint.slots,
-                self._endpoint.session().post(url, data=params, headers=self._auth) as response,
+                self._endpoint.session().post(url, data=params, headers=self._headers) as response,
             ):
                 status = response.status
                 payload = await read_body(response, MAX_ANSWER_BYTES)
@@ -477,14 +551,28 @@ class PrometheusClient:
                 "healthy, or make the query cheaper"
             ) from exc
         except aiohttp.ClientError as exc:
+            hint = _TLS_HINT if _tls_failure(exc) else "check the address, the Service and any NetworkPolicy"
+            if self.address.startswith("https://") and hint != _TLS_HINT:
+                # A server refusing a client certificate may just reset the connection, with no TLS alert.
+                hint += ", and the TLS settings: " + _TLS_CHECKS
             raise PrometheusUnreachable(
-                f"cannot reach Prometheus at {self.address}: {exc or type(exc).__name__}; check the "
-                "address, the Service and any NetworkPolicy"
+                f"cannot reach Prometheus at {self.address}: {exc or type(exc).__name__}; {hint}"
             ) from exc
+        finally:
+            self._endpoint.in_flight -= 1
         try:
             body = json.loads(payload)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than the recursion limit
             body = None
+        if status in _AUTH_STATUSES:
+            # Refused before any query ran, often with a plain-text body ("Unauthorized") from a proxy or
+            # Prometheus's own web config: what to check is the credentials, whatever the body says.
+            said = body.get("error") if isinstance(body, dict) else payload.decode(errors="replace").strip()
+            raise QueryFailed(
+                f"query {params['query']!r} failed with HTTP {status} ({excerpt(str(said), 200)}); "
+                f"{_auth_hint(status, self._credentials)}",
+                status_code=status,
+            )
         if not isinstance(body, dict):
             snippet = payload.decode(errors="replace")[:200].strip()
             raise QueryFailed(
@@ -511,31 +599,59 @@ class PrometheusClientPool:
     """One connection pool per endpoint, shared by every scaler that queries it.
 
     The controller evaluates many scalers against few Prometheus servers; sharing sessions keeps
-    connections alive between evaluations. Sessions are keyed by ``(address, verify)`` only: a bearer
-    token travels with each request, so rotating a token (or many tenants' tokens) opens nothing new.
+    connections alive between evaluations. Sessions are keyed by the address and the TLS settings'
+    :attr:`~TLSSettings.fingerprint` only: headers and credentials travel with each request, so rotating a
+    password or a token (or many tenants' tenant headers) opens nothing new, while two tenants' TLS
+    material never shares a connection.
+
+    Rotated certificates leave endpoints nobody uses any more. Past :data:`MAX_ENDPOINTS`, each new endpoint
+    closes the least recently used ones that are idle (no request in flight, unused for
+    :data:`ENDPOINT_IDLE_SECONDS`, longer than an evaluation's deadline, so no client handed out is still
+    about to use one) until the pool is back at the bound or none is idle.
     """
 
-    def __init__(self, *, timeout: float = 10.0) -> None:
+    def __init__(self, *, timeout: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._timeout = timeout
-        self._endpoints: dict[tuple[str, bool], _Endpoint] = {}
+        self._clock = clock
+        self._endpoints: OrderedDict[tuple[str, str], _Endpoint] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
 
-    def get(self, query: PrometheusQuery, bearer_token: str | None = None) -> PrometheusClient:
-        verify_off = bool(query.insecure_skip_verify)
-        key = (query.address.rstrip("/"), verify_off)
+    def get(self, address: str, connection: Connection | None = None) -> PrometheusClient:
+        """A client of ``address`` with ``connection``'s headers and TLS, over the pooled session for them.
+        Raises :class:`InvalidTLSMaterial` when a new endpoint's TLS material cannot be used."""
+        connection = connection or Connection()
+        key = (address.rstrip("/"), connection.tls.fingerprint)
+        now = self._clock()
         endpoint = self._endpoints.get(key)
         if endpoint is None:
-            endpoint = self._endpoints[key] = _Endpoint(insecure_skip_verify=verify_off, timeout=self._timeout)
-        return PrometheusClient(query.address, bearer_token=bearer_token, endpoint=endpoint)
+            endpoint = self._endpoints[key] = _Endpoint(connection.tls, timeout=self._timeout, now=now)
+            self._close_idle(now)
+        self._endpoints.move_to_end(key)
+        endpoint.last_used = now
+        return PrometheusClient(address, connection=connection, endpoint=endpoint)
+
+    def _close_idle(self, now: float) -> None:
+        for key in list(self._endpoints):
+            if len(self._endpoints) <= MAX_ENDPOINTS:
+                return
+            endpoint = self._endpoints[key]
+            if endpoint.in_flight == 0 and now - endpoint.last_used > ENDPOINT_IDLE_SECONDS:
+                del self._endpoints[key]
+                task = asyncio.get_running_loop().create_task(endpoint.aclose())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
 
     @property
     def sessions(self) -> int:
-        """How many endpoints hold a pool (for tests: token rotation must not add one)."""
+        """How many endpoints hold a pool (for tests: rotating a credential must not add one)."""
         return len(self._endpoints)
 
     async def aclose(self) -> None:
-        endpoints, self._endpoints = list(self._endpoints.values()), {}
+        endpoints, self._endpoints = list(self._endpoints.values()), OrderedDict()
         for endpoint in endpoints:
             await endpoint.aclose()
+        if self._closing:
+            await asyncio.gather(*self._closing)
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -547,20 +663,79 @@ _HISTOGRAM_HINT = (
 
 _STATUS_HINTS = {
     400: "fix the PromQL",
-    401: "check the bearer token Secret",
-    403: "check the bearer token's permissions",
     404: "check the address (it should be the base URL in front of /api/v1)",
     422: "the query could not be executed; check the PromQL",
     503: "the server is overloaded or still starting",
 }
+_AUTH_STATUSES = (401, 403)
+_TLS_CHECKS = "the CA bundle that verifies the server and, when the server asks for one, the client certificate"
+_TLS_HINT = f"the TLS handshake failed: check {_TLS_CHECKS}"
 
 
-def _unverified_ssl_context() -> ssl.SSLContext:
-    """TLS without certificate or host name verification (``insecureSkipVerify``)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
+def _auth_hint(status: int, credentials: str | None) -> str:
+    """What to check when the server refused the request (HTTP 401 or 403), given the credentials sent."""
+    if credentials is None:
+        return (
+            "the server asks for credentials (basic auth or a bearer token) or, for a multi-tenant Mimir, Cortex "
+            "or Thanos, the tenant header X-Scope-OrgID"
+            if status == 401
+            else "the server refuses this request: check the headers sent (a tenant header) and its access rules"
+        )
+    if status == 401:
+        return f"the server refused {credentials}: check the username, password or token there"
+    return f"{credentials} may not run this query: check what the server grants them"
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    """Whether a connection failed in TLS: a handshake aiohttp saw fail, or a TLS alert read afterwards
+    (a server that requires a client certificate says so only once TLS 1.3's handshake is over)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError | aiohttp.ClientSSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _pem_problem(cert: bytes, key: bytes) -> str | None:
+    """What is plainly wrong with a client certificate and key, before OpenSSL says "PEM lib"."""
+    if b"-----BEGIN CERTIFICATE-----" not in cert:
+        return "the certificate is not PEM (no BEGIN CERTIFICATE line)"
+    if b"PRIVATE KEY-----" not in key:
+        return "the key is not a PEM private key (no BEGIN ... PRIVATE KEY line)"
+    if b"ENCRYPTED" in key:
+        return "the key is encrypted; give it unencrypted (openssl pkey -in KEY -out PLAIN)"
+    return None
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    """OpenSSL's reason for a failure (``KEY_VALUES_MISMATCH``), or the error itself."""
+    reason = getattr(exc, "reason", None)
+    return str(reason) if reason else excerpt(str(exc) or type(exc).__name__, 200)
+
+
+@contextmanager
+def _pem_paths(*contents: bytes) -> Iterator[list[str]]:
+    """Paths OpenSSL can read ``contents`` from (it loads a certificate chain from files only): memory-backed
+    files where Linux has them, so a private key never reaches a disk, else files in a private temporary
+    directory; gone when the block ends."""
+    if hasattr(os, "memfd_create"):
+        fds = [os.memfd_create("presage-tls", os.MFD_CLOEXEC) for _ in contents]
+        try:
+            for fd, content in zip(fds, contents, strict=True):
+                with open(fd, "wb", closefd=False) as out:
+                    out.write(content)
+            yield [f"/proc/self/fd/{fd}" for fd in fds]
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="presage-tls-") as folder:
+        paths = [os.path.join(folder, str(i)) for i in range(len(contents))]
+        for path, content in zip(paths, contents, strict=True):
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+                out.write(content)
+        yield paths
 
 
 @contextmanager

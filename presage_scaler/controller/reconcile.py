@@ -43,7 +43,7 @@ from presage_scaler.controller.forecast_backend_controller import BackendControl
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.secrets import SecretTokens
+from presage_scaler.controller.secrets import Secrets
 from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
@@ -169,7 +169,7 @@ class ScalerReconciler:
         self._metrics = metrics
         self._writer = writer
         self._targets = TargetReader(client, replicas)
-        self._secrets = SecretTokens(client)
+        self._secrets = Secrets(client)
         self._clock = clock
         self._scaled_objects = scaled_objects
         self._started = time.monotonic()

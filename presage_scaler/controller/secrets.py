@@ -1,9 +1,13 @@
-"""Bearer tokens from Secrets in the PredictiveScaler's own namespace, and nowhere else.
+"""Secret values from the PredictiveScaler's own namespace, and nowhere else: the bearer tokens, basic auth
+credentials, header values and TLS material a Prometheus query names.
 
-A scaler can only name a Secret (``bearerTokenSecretRef`` has no namespace field) and the reader
-is bound to the scaler's namespace when it is created, so one tenant's scaler can never make
-presage read another tenant's Secret. Tokens are cached briefly so a thousand scalers sharing a
-Secret do not read it a thousand times a minute, yet a rotated token is picked up within the TTL.
+A scaler can only name a Secret (no reference in the API has a namespace field) and the reader is bound to
+the scaler's namespace when it is created, so one tenant's scaler can never make presage read another
+tenant's Secret. Values are cached briefly so a thousand scalers sharing a Secret do not read it a
+thousand times a minute, yet a rotated password, token or certificate is picked up within the TTL. One read
+of a Secret serves every key asked for at once (a username and a password, a CA, a certificate and a key).
+Only the keys asked for are kept, as bytes; what they mean (text, PEM) is
+:func:`presage_scaler.engine.signals.resolve_connection`'s to check.
 """
 
 from __future__ import annotations
@@ -11,34 +15,58 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Callable, Sequence
 
-from presage_scaler.api.predictive_scaler import SecretKeyRef
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
 from presage_scaler.engine.evaluator import EvaluationError
 
 SECRETS = Resource("", "v1", "secrets", True, "Secret")
 
+MAX_CACHED_VALUES = 4096
+"""Past this many cached values, adding one first drops those past their TTL (deleted scalers' Secrets)."""
 
-class SecretTokens:
-    """Reads and caches token values; :meth:`for_namespace` hands out namespace-bound resolvers."""
 
-    def __init__(self, client: KubeClient, ttl_seconds: float = 60.0) -> None:
+class Secrets:
+    """Reads and caches Secret values; :meth:`for_namespace` hands out namespace-bound readers."""
+
+    def __init__(
+        self, client: KubeClient, ttl_seconds: float = 60.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._client = client
         self._ttl = ttl_seconds
-        self._cache: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._clock = clock
+        self._cache: dict[tuple[str, str, str], tuple[float, bytes]] = {}
 
-    def for_namespace(self, namespace: str) -> NamespaceTokens:
-        return NamespaceTokens(self, namespace)
+    def for_namespace(self, namespace: str) -> NamespaceSecrets:
+        return NamespaceSecrets(self, namespace)
 
-    async def read(self, namespace: str, ref: SecretKeyRef) -> str:
-        key = (namespace, ref.name, ref.key)
-        cached = self._cache.get(key)
-        if cached is not None and time.monotonic() - cached[0] < self._ttl:
-            return cached[1]
-        where = f"Secret {namespace}/{ref.name}"
+    async def read(self, namespace: str, name: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The values of ``keys`` of Secret ``namespace/name``; raises :class:`EvaluationError` with
+        SecretNotFound, SecretForbidden, SecretUnavailable or SecretKeyNotFound, naming the Secret and key."""
+        now = self._clock()
+        cached = {key: self._cache.get((namespace, name, key)) for key in keys}
+        if all(entry is not None and now - entry[0] < self._ttl for entry in cached.values()):
+            return {key: entry[1] for key, entry in cached.items() if entry is not None}
+        data = await self._data(namespace, name)
+        missing = [key for key in keys if key not in data]
+        if missing:
+            present = ", ".join(sorted(repr(key) for key in data)) or "none"
+            raise EvaluationError(
+                Reason.SECRET_KEY_NOT_FOUND,
+                f"Secret {namespace}/{name} has no key {', '.join(map(repr, missing))} (its keys: {present})",
+            )
+        values = {key: _decoded(data[key], namespace, name, key) for key in keys}
+        if len(self._cache) + len(values) > MAX_CACHED_VALUES:
+            self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self._ttl}
+        for key, value in values.items():
+            self._cache[(namespace, name, key)] = (now, value)
+        return values
+
+    async def _data(self, namespace: str, name: str) -> dict[str, str]:
+        where = f"Secret {namespace}/{name}"
         try:
-            secret = await self._client.get(SECRETS, namespace, ref.name)
+            secret = await self._client.get(SECRETS, namespace, name)
         except NotFound as exc:
             raise EvaluationError(Reason.SECRET_NOT_FOUND, f"{where} does not exist") from exc
         except Forbidden as exc:
@@ -49,23 +77,27 @@ class SecretTokens:
             ) from exc
         except ApiError as exc:
             raise EvaluationError(Reason.SECRET_UNAVAILABLE, f"reading {where}: {exc}") from exc
-        encoded = (secret.get("data") or {}).get(ref.key)
-        if encoded is None:
-            raise EvaluationError(Reason.SECRET_KEY_NOT_FOUND, f"{where} has no key {ref.key!r}")
-        try:
-            token = base64.b64decode(encoded).decode().strip()
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise EvaluationError(Reason.SECRET_KEY_NOT_FOUND, f"{where} key {ref.key!r} is not a text token") from exc
-        self._cache[key] = (time.monotonic(), token)
-        return token
+        data = secret.get("data")
+        return data if isinstance(data, dict) else {}
 
 
-class NamespaceTokens:
-    """A :data:`~presage_scaler.engine.signals.TokenResolver` fixed to one namespace."""
+def _decoded(encoded: object, namespace: str, name: str, key: str) -> bytes:
+    try:
+        if not isinstance(encoded, str):
+            raise ValueError(f"not a string but {type(encoded).__name__}")
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise EvaluationError(
+            Reason.SECRET_INVALID, f"Secret {namespace}/{name} key {key!r} is not base64 data: {exc}"
+        ) from exc
 
-    def __init__(self, tokens: SecretTokens, namespace: str) -> None:
-        self._tokens = tokens
-        self._namespace = namespace
 
-    async def __call__(self, ref: SecretKeyRef) -> str:
-        return await self._tokens.read(self._namespace, ref)
+class NamespaceSecrets:
+    """A :class:`~presage_scaler.engine.signals.SecretSource` fixed to one namespace."""
+
+    def __init__(self, secrets: Secrets, namespace: str) -> None:
+        self._secrets = secrets
+        self.namespace = namespace
+
+    async def __call__(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._secrets.read(self.namespace, name, keys)

@@ -10,7 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.command import DURATION, add_memory_argument, add_trigger_argument
+from presage_scaler.backtest.command import (
+    DURATION,
+    add_connection_arguments,
+    add_memory_argument,
+    add_trigger_argument,
+)
 from presage_scaler.backtest.command import _typed as typed
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.errors import BacktestError
@@ -137,6 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--start", help="ISO-8601 or Unix seconds")
     source.add_argument("--end", help="ISO-8601 or Unix seconds")
     source.add_argument("--step", type=DURATION, default=timedelta(minutes=1), help="default: 1m")
+    add_connection_arguments(source)
     live = parser.add_argument_group(
         "tuning a PredictiveScaler in the cluster (its spec, backend and query; --prometheus replaces the "
         "query's address when it is not reachable from here)"

@@ -17,7 +17,8 @@ from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.controller.forecast_backend_controller import FORECAST_BACKENDS
 from presage_scaler.controller.scaler_lookup import read_scaler
-from presage_scaler.controller.secrets import SecretTokens
+from presage_scaler.controller.secrets import Secrets
+from presage_scaler.engine.signals import resolve_connection
 from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.errors import TuneError
 
@@ -72,8 +73,7 @@ async def live_scaler(
         raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
     backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
     query = spec.signal.prometheus
-    ref = query.bearer_token_secret_ref
-    token = await SecretTokens(client).read(namespace, ref) if ref is not None and namespace else None
+    connection = await resolve_connection(query, Secrets(client).for_namespace(namespace) if namespace else None)
     resolution = spec.signal.resolution
     end = align_down(now, resolution)
     if lookback < resolution:
@@ -85,8 +85,7 @@ async def live_scaler(
         end - lookback,
         end,
         resolution,
-        bearer_token=token,
-        insecure_skip_verify=bool(query.insecure_skip_verify),
+        connection=connection,
     )
     return LiveScaler(
         metadata={"name": name, "namespace": namespace}, spec=scaler["spec"], backend=backend, trace=trace

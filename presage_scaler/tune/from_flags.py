@@ -25,6 +25,7 @@ from presage_scaler.backtest.config import (
     load_document,
     load_object,
 )
+from presage_scaler.backtest.connection_flags import connection_flags
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.from_flags import _trace as trace_from_flags
 from presage_scaler.backtest.progress import ProgressBar
@@ -74,6 +75,10 @@ def _start(args: argparse.Namespace) -> Start:
         if args.trace is not None or args.spec is not None or args.query is not None or args.resample is not None:
             raise TuneError(
                 "--scaler reads the spec and the trace from the cluster: give no TRACE, --spec, --query or --resample"
+            )
+        if given := connection_flags(args):
+            raise TuneError(
+                f"--scaler reads its query's headers, credentials and TLS from the cluster: give no {', '.join(given)}"
             )
         live = asyncio.run(
             read_live(

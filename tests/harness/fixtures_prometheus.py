@@ -2,7 +2,8 @@
 
 Register with ``pytest_plugins = ["tests.harness.fixtures_prometheus"]``. Both factories take
 :class:`~tests.harness.prometheus.Series` and return a started server (or an unstarted one with
-``start=False``, to :meth:`~tests.harness.prometheus.PrometheusServer.add_series` first); every
+``start=False``, to :meth:`~tests.harness.prometheus.PrometheusServer.add_series` first), behind a
+:class:`~tests.harness.prometheus.WebConfig` when given ``web``; every
 server they made is stopped at teardown. When Prometheus cannot be installed the fixture fails
 with the reason: it never skips.
 """
@@ -15,11 +16,11 @@ from typing import Protocol
 
 import pytest
 
-from tests.harness.prometheus import PrometheusServer, PrometheusUnavailable, Series, ensure_prometheus
+from tests.harness.prometheus import PrometheusServer, PrometheusUnavailable, Series, WebConfig, ensure_prometheus
 
 
 class PrometheusFactory(Protocol):
-    def __call__(self, *series: Series, start: bool = True) -> PrometheusServer: ...
+    def __call__(self, *series: Series, start: bool = True, web: WebConfig | None = None) -> PrometheusServer: ...
 
 
 def _factory(make_dir: Callable[[], Path]) -> Iterator[PrometheusFactory]:
@@ -28,8 +29,8 @@ def _factory(make_dir: Callable[[], Path]) -> Iterator[PrometheusFactory]:
         pytest.fail(f"a real Prometheus is required for this test: {problem}", pytrace=False)
     servers: list[PrometheusServer] = []
 
-    def make(*series: Series, start: bool = True) -> PrometheusServer:
-        server = PrometheusServer(make_dir())
+    def make(*series: Series, start: bool = True, web: WebConfig | None = None) -> PrometheusServer:
+        server = PrometheusServer(make_dir(), web=web)
         servers.append(server)
         for one in series:
             server.add_series(one.name, one.labels, one.samples)

@@ -139,11 +139,18 @@ class ServerProcess:
         """The end of the process's log."""
         return tail(self.log_path, chars)
 
-    def wait_http(self, url: str, deadline: float, *, verify: ssl.SSLContext | bool = False) -> None:
-        """Poll ``url`` until it answers 200; raise ``error`` with the log tail when the process
-        exits or the ``deadline`` (``time.monotonic()``) passes."""
+    def wait_http(
+        self,
+        url: str,
+        deadline: float,
+        *,
+        verify: ssl.SSLContext | bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Poll ``url`` (with ``headers``) until it answers 200; raise ``error`` with the log tail when the
+        process exits or the ``deadline`` (``time.monotonic()``) passes."""
         last = "no answer yet"
-        with httpx.Client(verify=verify, timeout=5.0) as client:
+        with httpx.Client(verify=verify, timeout=5.0, headers=headers) as client:
             while True:
                 if not self.running:
                     self.reported = True

@@ -5,7 +5,9 @@ The data is written as OpenMetrics text, turned into TSDB blocks with
 a free loopback port. Backfilled blocks are only read when Prometheus starts, so new data means
 a restart (:meth:`PrometheusServer.start` rebuilds the data directory when the series changed).
 Retention is 100 years so that old fixed timestamps are never dropped. It can also scrape live
-targets (:meth:`PrometheusServer.add_scrape_target`), such as the scaler's own ``/metrics``.
+targets (:meth:`PrometheusServer.add_scrape_target`), such as the scaler's own ``/metrics``, and serve
+behind basic authentication, TLS and client certificates (:class:`WebConfig`, Prometheus's own
+``--web.config.file``).
 
 The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` package
 (:func:`ensure_prometheus`, through :mod:`tests.harness.debian`).
@@ -13,15 +15,21 @@ The binaries come from ``PATH`` or, failing that, from Debian's ``prometheus`` p
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import shutil
+import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import bcrypt
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from tests.harness.certs import Pem, issue
 from tests.harness.debian import PackageUnavailable, ensure_binaries
 from tests.harness.process import LoopbackServer, free_port, run_checked
 
@@ -54,20 +62,75 @@ class Series:
     samples: list[tuple[datetime | float, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WebConfig:
+    """Prometheus's web configuration (the exporter toolkit's ``--web.config.file``): users that must
+    authenticate with basic auth (name to password; written as bcrypt hashes, as Prometheus wants them),
+    TLS with ``server``'s certificate (issued for 127.0.0.1), and client certificates signed by
+    ``client_ca``, required and verified."""
+
+    users: Mapping[str, str] = field(default_factory=dict)
+    server: Pem | None = None
+    client_ca: Pem | None = None
+
+    def write(self, folder: Path) -> Path:
+        """The configuration file, its certificates beside it."""
+        config: dict[str, object] = {}
+        if self.users:
+            # Cost 4, bcrypt's least: Prometheus checks the hash on each request.
+            config["basic_auth_users"] = {
+                user: bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode()
+                for user, password in self.users.items()
+            }
+        if self.server is not None:
+            self.server.write(folder / "web-server.crt", folder / "web-server.key")
+            tls: dict[str, str] = {
+                "cert_file": str(folder / "web-server.crt"),
+                "key_file": str(folder / "web-server.key"),
+            }
+            if self.client_ca is not None:
+                (folder / "web-client-ca.crt").write_bytes(self.client_ca.cert)
+                tls["client_ca_file"] = str(folder / "web-client-ca.crt")
+                tls["client_auth_type"] = "RequireAndVerifyClientCert"
+            config["tls_server_config"] = tls
+        path = folder / "web.yml"
+        path.write_text(json.dumps(config))  # JSON is YAML
+        return path
+
+    def readiness(self, folder: Path) -> tuple[ssl.SSLContext | bool, dict[str, str]]:
+        """What the harness's own readiness check sends: a client certificate of its own when one is
+        required (the server's is not verified: the check is that it is up), and the first user's
+        credentials."""
+        verify: ssl.SSLContext | bool = False
+        if self.client_ca is not None:
+            mine = issue("presage-harness", self.client_ca, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+            mine.write(folder / "harness.crt", folder / "harness.key")
+            verify = ssl.create_default_context()
+            verify.check_hostname = False
+            verify.verify_mode = ssl.CERT_NONE
+            verify.load_cert_chain(folder / "harness.crt", folder / "harness.key")
+        headers = {}
+        for user, password in list(self.users.items())[:1]:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        return verify, headers
+
+
 class PrometheusServer(LoopbackServer):
     """A Prometheus process serving backfilled series on ``127.0.0.1:<port>``.
 
     Add series, then :meth:`start`. :meth:`stop` and :meth:`start` again keep the port (so
     ``url`` stays valid) and the data, unless series were added or :meth:`clear` was called, in
-    which case the data directory is rebuilt. Usable as a context manager.
+    which case the data directory is rebuilt. With ``web``, it serves behind that
+    :class:`WebConfig` (``url`` is ``https://`` with a server certificate). Usable as a context manager.
     """
 
     name = "prometheus"
     error = PrometheusUnavailable
 
-    def __init__(self, workdir: Path | None = None, *, port: int | None = None) -> None:
+    def __init__(self, workdir: Path | None = None, *, port: int | None = None, web: WebConfig | None = None) -> None:
         self.prometheus, self.promtool = ensure_prometheus()
         super().__init__(workdir, port=port)
+        self.web = web
         self._port_chosen = port is None
         self._series: list[Series] = []
         self._dirty = True
@@ -123,7 +186,21 @@ class PrometheusServer(LoopbackServer):
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--log.level=warn",
         ]
+        if self.web is not None:
+            command.append(f"--web.config.file={self.web.write(self.workdir)}")
         self.launch(command, ["/-/ready"], deadline)
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.web is not None and self.web.server is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def wait(self, path: str, deadline: float) -> None:
+        if self.web is None or self._process is None:
+            super().wait(path, deadline)
+            return
+        verify, headers = self.web.readiness(self.workdir)
+        self._process.wait_http(f"{self.url}{path}", deadline, verify=verify, headers=headers)
 
     def _config(self) -> dict[str, object]:
         scrapes = [

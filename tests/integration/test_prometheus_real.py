@@ -19,6 +19,7 @@ import pytest
 
 from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.clients.prometheus import (
+    Connection,
     NoData,
     PrometheusClient,
     PrometheusUnreachable,
@@ -26,6 +27,7 @@ from presage_scaler.clients.prometheus import (
     TooManySeries,
     history_window,
 )
+from presage_scaler.engine.signals import resolve_connection
 from tests.harness.certs import issue
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.prometheus import PrometheusServer, Series
@@ -193,7 +195,7 @@ def recording_server() -> Iterator[tuple[str, list[dict[str, str]]]]:
 
 async def test_bearer_token_is_sent(recording_server: tuple[str, list[dict[str, str]]]):
     url, seen = recording_server
-    async with PrometheusClient(url, bearer_token="s3cret") as client:
+    async with PrometheusClient(url, connection=Connection((("Authorization", "Bearer s3cret"),))) as client:
         assert await client.query_instant("q") == 1.0
     assert seen[0]["Authorization"] == "Bearer s3cret"
 
@@ -229,9 +231,9 @@ async def test_insecure_skip_verify_reads_a_prometheus_whose_certificate_is_not_
     without it the certificate is refused and the scaler would be PrometheusUnreachable."""
     at = T0 + 100 * MINUTE
     skipping = PrometheusQuery(address=self_signed_prometheus, query="demand", insecure_skip_verify=True)
-    async with PrometheusClient.from_query(skipping) as client:
+    async with PrometheusClient(skipping.address, connection=await resolve_connection(skipping, None)) as client:
         assert await client.query_instant(skipping.query, at) == demand(100)
     verifying = PrometheusQuery(address=self_signed_prometheus, query="demand")
-    async with PrometheusClient.from_query(verifying) as client:
+    async with PrometheusClient(verifying.address, connection=await resolve_connection(verifying, None)) as client:
         with pytest.raises(PrometheusUnreachable, match="certificate verify failed"):
             await client.query_instant(verifying.query, at)

@@ -28,6 +28,7 @@ from presage_scaler.clients.prometheus import (
     MAX_POINTS_PER_QUERY,
     MAX_POINTS_PER_REQUEST,
     AnswerTooLarge,
+    Connection,
     InvalidValue,
     NoData,
     PrometheusClient,
@@ -39,6 +40,8 @@ from presage_scaler.clients.prometheus import (
     fill_gaps,
     history_window,
 )
+from presage_scaler.engine.signals import resolve_connection
+from tests.harness.in_memory_secrets import InMemorySecrets
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 STEP = timedelta(minutes=5)
@@ -510,7 +513,8 @@ async def test_bearer_token_header_and_path_prefix(server):
         query="q",
         bearer_token_secret_ref=SecretKeyRef(name="s", key="token"),
     )
-    async with PrometheusClient.from_query(query, "s3cret") as prom:
+    secrets = InMemorySecrets({"s": {"token": b"s3cret\n"}})
+    async with PrometheusClient(query.address, connection=await resolve_connection(query, secrets)) as prom:
         await prom.query_instant("q")
     async with PrometheusClient(server.url) as prom:
         await prom.query_instant("q")
@@ -536,10 +540,11 @@ async def test_pool_shares_one_session_per_address_and_sends_each_token(server):
     b = PrometheusQuery(address=f"{server.url}/", query="y")
     other = PrometheusQuery(address="http://thanos:9090", query="x")
     for token in ("t1", "t2", None, "t3"):
-        await pool.get(a, token).query_instant("x")
-    await pool.get(b).query_instant("y")
+        headers = (("Authorization", f"Bearer {token}"),) if token else ()
+        await pool.get(a.address, Connection(headers)).query_instant("x")
+    await pool.get(b.address).query_instant("y")
     assert pool.sessions == 1
-    pool.get(other)
+    pool.get(other.address)
     assert pool.sessions == 2
     assert [r.headers.get("Authorization") for r in seen] == ["Bearer t1", "Bearer t2", None, "Bearer t3", None]
     await pool.aclose()
