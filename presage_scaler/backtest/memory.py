@@ -51,8 +51,11 @@ row blocks."""
 
 POINT_BYTES = 400
 """Per signal point read by the process that tunes: the parsed answer or CSV row while it is read, the
-trace and its signal (values, gaps, observed demand, the simulations' counts) and the per-decision
-forecasts. Above the slope of the peaks of ``presage tune`` on a 16-day trace at 5s and at 1s."""
+trace and its signal (values, gaps, observed demand, the seasonal trigger's week-ago peaks, the
+simulations' counts) and the per-decision forecasts. Above the slope of the peaks of ``presage tune``
+on a 16-day trace at 5s and at 1s. A backtest keeps seven policies' simulations whole, a few dozen
+bytes a point above it, which PROCESS_BYTES and CHUNK_BYTES cover up to millions of points, far
+beyond what the default budget admits."""
 
 WORKER_POINT_BYTES = 200
 """Per signal point, in each further forecasting process: the signal it receives and the forecasts

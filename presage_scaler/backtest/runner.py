@@ -10,6 +10,7 @@ schedule, lead time, warm-up, initial count); ``run_*`` simulate one policy each
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -107,8 +108,6 @@ class Plan:
     """Per step, the oracle's replica count."""
     observed: np.ndarray
     """Per step, the latest signal point a decision there sees."""
-    week_ago: np.ndarray
-    """Per step, what the seasonal trigger's week-ago query sees (NaN before the trace has a week)."""
     reactive_headroom: Amount
     trigger_utilization: float
     static: int
@@ -117,6 +116,12 @@ class Plan:
     @property
     def per_replica(self) -> float:
         return self.signal_spec.per_replica
+
+    @functools.cached_property
+    def week_ago(self) -> np.ndarray:
+        """Per step, what the seasonal trigger's week-ago query sees (NaN where a week ago is before the
+        trace): made when a trigger first runs, so that plans that never run one do not hold it."""
+        return week_ago_peaks(self.observed, self.trace.step)
 
 
 def _signal(spec: PredictiveScalerSpec) -> SignalSpec:
@@ -164,7 +169,6 @@ def plan(trace: Trace, setup: Setup) -> Plan:
     schedule = Schedule(first=ratio + skipped * every, every=every, lead=steps_for(boot_delay, trace.step))
     oracle = oracle_targets(trace.values, signal_spec.per_replica, schedule.every + schedule.lead)
     policy = spec.policy
-    observed = observed_demand(signal.values, ratio, len(trace))
     return Plan(
         trace=trace,
         signal=signal,
@@ -179,8 +183,7 @@ def plan(trace: Trace, setup: Setup) -> Plan:
         warmup=setup.warmup,
         initial=clamp(int(oracle[schedule.first]), policy.min_replicas, policy.max_replicas),
         oracle=oracle,
-        observed=observed,
-        week_ago=week_ago_peaks(observed, trace.step),
+        observed=observed_demand(signal.values, ratio, len(trace)),
         reactive_headroom=setup.reactive_headroom or policy.headroom,
         trigger_utilization=setup.trigger_utilization,
         static=static_count(
