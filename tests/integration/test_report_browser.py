@@ -51,12 +51,13 @@ async def test_every_plot_draws_with_labelled_axes_no_script_error_and_no_reques
     capacity, shortfalls, cost = run.probe
     # Demand, the band's two edges, presage's capacity, its shortfalls; the other policies wait in the legend.
     assert capacity["series"] == 5
-    assert shortfalls["series"] == 4  # one row per policy that can fall short
-    assert cost["series"] == 5  # every policy
+    # One row per policy that can fall short: presage, both HPAs, both seasonal triggers, static.
+    assert shortfalls["series"] == 6
+    assert cost["series"] == 7  # every policy
     for plot in run.probe:
         assert plot["x"] == ["time (UTC+00:00)"], plot
         assert all(plot["y"]) and plot["y"], plot
     assert capacity["y"] == ["demand and capacity (the signal's units)"]
-    assert shortfalls["y"] == ["unserved"] * 4
+    assert shortfalls["y"] == ["unserved"] * 6
     width, height = _png_size(screenshot)
     assert width >= 1200 and height >= 2500  # the whole page, not the first screen

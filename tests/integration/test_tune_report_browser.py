@@ -30,8 +30,9 @@ async def test_both_plots_draw_with_titled_axes_no_script_error_and_no_request(r
     assert run.errors == []
     assert run.external_requests == []
     frontier, held_out = run.probe
-    # Per panel: candidates meeting the SLO, the others, the frontier, chosen, starting spec, reactive HPA.
-    assert frontier["series"] == 12
+    # Per panel: candidates meeting the SLO, the others, the frontier, chosen, starting spec, reactive HPA
+    # and the seasonal trigger as set and tuned.
+    assert frontier["series"] == 16
     assert frontier["x"] == ["cost (replica-hours ÷ the oracle's)"] * 2
     assert frontier["y"] == ["under-provisioned time %"] * 2
     assert held_out["series"] == 2  # demand and the chosen capacity; the others wait in the legend
