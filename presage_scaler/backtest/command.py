@@ -20,7 +20,9 @@ from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, parse_size
 DESCRIPTION = """\
 Replay a demand trace through presage's own evaluator, backend and policy on a simulated clock, and
 compare it with a reactive HPA, an HPA with its headroom raised until it costs as much as presage,
-and an oracle that knows the future. Writes summary.json, decisions.csv and report.html to --out.
+the seasonal trigger a KEDA user writes by hand (last week's demand, at --trigger-utilization; also
+cost-matched), a static count and an oracle that knows the future. Writes summary.json,
+decisions.csv and report.html to --out.
 
 Without --spec the scaler is the API's defaults with the flags' capacity and lead time. With --spec
 (a PredictiveScaler, or just its spec) the file is validated like the cluster would, and --lead-time

@@ -34,7 +34,8 @@ uncertainty guard, scaleDownWindow, maxScaleDownRate and SeasonalNaive's season 
 replaying each candidate through the same simulator and decision code as `presage backtest`.
 
 It chooses on the earlier part of the trace and reports the chosen spec on a later part it never
-looked at (by default the last 7 days), beside your spec's and a reactive HPA's figures there.
+looked at (by default the last 7 days), beside your spec's and a reactive HPA's figures there, and
+the seasonal trigger a KEDA user writes by hand with its target utilization tuned on the same days.
 Writes spec.yaml (apply it; `presage backtest TRACE --spec spec.yaml` replays it), tune.json (every
 candidate) and tune.html to --out; none of them is a file `presage backtest` writes, so one --out
 can hold both commands' results.
