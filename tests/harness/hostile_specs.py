@@ -24,6 +24,17 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.schema import APIModel
 
 PROMETHEUS = {"address": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[1m]))"}
+# Every connection field set, so that mutations reach into them (a header's fields among them).
+CONNECTED = {
+    **PROMETHEUS,
+    "address": "https://mimir.monitoring:8080/prometheus",
+    "basicAuthSecretRef": {"name": "prom-basic", "usernameKey": "username", "passwordKey": "password"},
+    "tlsSecretRef": {"name": "prom-tls", "caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"},
+    "headers": [
+        {"name": "X-Scope-OrgID", "value": "team-a"},
+        {"name": "X-Api-Key", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "api"}}},
+    ],
+}
 SCALER_BASES: tuple[dict[str, Any], ...] = (
     {
         "scaleTargetRef": {
@@ -54,7 +65,7 @@ SCALER_BASES: tuple[dict[str, Any], ...] = (
         "signals": [
             {
                 "name": "rps",
-                "prometheus": dict(PROMETHEUS),
+                "prometheus": copy.deepcopy(CONNECTED),
                 "capacity": {"perReplica": "2.5"},
                 "history": "24h",
                 "resolution": "1m",

@@ -32,6 +32,8 @@ SCALER = {
     },
 }
 NAMED = {"name": "rps", "prometheus": {"address": "http://p:9090", "query": "q"}, "capacity": {"perReplica": 5}}
+PROMETHEUS = SCALER["spec"]["signal"]["prometheus"]
+TENANT = {"name": "X-Scope-OrgID", "value": "team-a"}
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +92,68 @@ def test_defaults_appear_on_create(crds_installed, kube_namespace):
         ("policy.headroom", "-5%", "spec.policy.headroom"),
         ("scaleTargetRef.agones", {}, "spec.scaleTargetRef.agones"),
         ("capacity", {"perReplica": 0}, "spec.capacity.perReplica"),
+        (
+            "signal.prometheus",
+            {**PROMETHEUS, "bearerTokenSecretRef": {"name": "t", "key": "k"}, "basicAuthSecretRef": {"name": "b"}},
+            "set at most one of bearerTokenSecretRef and basicAuthSecretRef",
+        ),
+        (
+            "signal.prometheus",
+            {**PROMETHEUS, "headers": [TENANT, {"name": "x-scope-orgid", "value": "b"}]},
+            "header names must be unique (in any case)",
+        ),
+        (
+            "signal.prometheus",
+            {**PROMETHEUS, "basicAuthSecretRef": {"name": "b"}, "headers": [{"name": "AUTHORIZATION", "value": "x"}]},
+            "headers may not set Authorization when bearerTokenSecretRef or basicAuthSecretRef sets it",
+        ),
+        ("signal.prometheus", {**PROMETHEUS, "headers": [{"name": "Content-Type", "value": "x"}]}, "presage sets"),
+        ("signal.prometheus", {**PROMETHEUS, "headers": [{"name": "X-A"}]}, "exactly one of value or valueFrom"),
+        ("signal.prometheus", {**PROMETHEUS, "headers": [{"name": "X-A", "value": "a\nb"}]}, "headers[0].value"),
+        ("signal.prometheus", {**PROMETHEUS, "headers": [{"name": "X A", "value": "a"}]}, "headers[0].name"),
+        (
+            "signal.prometheus",
+            {**PROMETHEUS, "tlsSecretRef": {"name": "t", "keyKey": "tls.key"}},
+            "certKey and keyKey go together",
+        ),
+        ("signal.prometheus", {**PROMETHEUS, "tlsSecretRef": {"name": "t"}}, "tlsSecretRef needs caKey"),
     ],
 )
 def test_invalid_scalers_are_refused_naming_the_field(crds_installed, kube_namespace, path, value, expected):
     result = apply(crds_installed, kube_namespace, mutate(path, value), check=False)
     assert result.returncode != 0
     assert expected in result.stderr, result.stderr
+
+
+def test_every_connection_field_is_stored_in_every_query_and_parses_as_presage_reads_it(crds_installed, kube_namespace):
+    """The rules' cost fits the API server's budget with every query holding the most headers (33 queries
+    of 16 headers each), and what it stores is what presage parses."""
+    connection = {
+        "address": "https://mimir:8080/prometheus",
+        "query": "q",
+        "basicAuthSecretRef": {"name": "prom-basic"},
+        "tlsSecretRef": {"name": "prom-tls", "caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"},
+        "insecureSkipVerify": False,
+        "headers": [TENANT, {"name": "X-Key", "valueFrom": {"secretKeyRef": {"name": "k", "key": "v"}}}]
+        + [{"name": f"X-Extra-{i}", "value": "v" * 256} for i in range(14)],
+    }
+    scaler = mutate("signal", DELETE)
+    scaler["spec"].pop("capacity")
+    scaler["spec"]["signals"] = [
+        {"name": f"s{i}", "prometheus": connection, "capacity": {"perReplica": 5, "query": connection}}
+        for i in range(16)
+    ]
+    scaler["spec"]["leadTime"] = {"source": "Observed", "observed": connection}
+    apply(crds_installed, kube_namespace, scaler)
+    stored = json.loads(
+        crds_installed.kubectl("get", "predictivescaler", "web", "-n", kube_namespace, "-o", "json").stdout
+    )
+    assert stored["spec"]["signals"][15]["prometheus"]["basicAuthSecretRef"] == {
+        "name": "prom-basic",
+        "usernameKey": "username",
+        "passwordKey": "password",
+    }
+    assert parse(PredictiveScalerSpec, stored["spec"]) == parse(PredictiveScalerSpec, scaler["spec"])
 
 
 def test_duplicate_signal_names_are_refused(crds_installed, kube_namespace):
