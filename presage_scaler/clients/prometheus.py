@@ -31,6 +31,11 @@ timestamp) are a malformed answer, :class:`QueryFailed`, like any other.
 Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Kubernetes
 condition reason to report.
 
+Each request carries a :class:`Connection`: headers (the Authorization header among them), resolved
+from a PredictiveScaler's Secrets (:func:`presage_scaler.engine.signals.resolve_connection`) or from
+``presage backtest``'s flags, and TLS material (:class:`TLSSettings`), which decides the pooled session
+a request goes over (:class:`PrometheusClientPool`).
+
 Requests go over aiohttp rather than httpx for CPU: the controller sends one query per evaluation,
 and aiohttp spends several times less client CPU per request (``benchmarks/bench_http_clients.py``
 measures the ratio).
@@ -43,6 +48,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import ssl
 import tempfile
 import time
@@ -270,9 +276,14 @@ class TLSSettings:
             return True
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         if self.ca is not None:
+            # The certificates alone: a bundle may carry text around them (openssl x509 -text) that cadata refuses.
+            blocks = _PEM_CERTIFICATE.findall(self.ca)
             try:
+                if not blocks:
+                    raise ValueError("no BEGIN CERTIFICATE line")
                 # A context with a CA bundle trusts that bundle only, as KEDA's custom CA does.
-                context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=self.ca.decode("ascii"))
+                cadata = b"\n".join(blocks).decode("ascii")
+                context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=cadata)
             except (ssl.SSLError, UnicodeDecodeError, ValueError) as exc:
                 raise InvalidTLSMaterial(f"{self.ca_from} is not a PEM CA bundle ({_ssl_reason(exc)})") from exc
         if self.insecure_skip_verify:
@@ -300,8 +311,9 @@ class Connection:
     """Everything a request to one Prometheus carries beside the query, resolved (no Secret references):
     headers, the Authorization header among them, and the endpoint's TLS.
 
-    ``credentials`` says where the Authorization header came from ("the basic auth Secret shop/prom"), so
-    that an HTTP 401 or 403 names what to check; None when no credentials are sent."""
+    ``credentials`` says where the Authorization header came from ("the username and password in Secret
+    shop/prom", "--basic-auth presage"), so that an HTTP 401 or 403 names what to check; None when no
+    credentials are sent."""
 
     headers: tuple[tuple[str, str], ...] = ()
     tls: TLSSettings = TLSSettings()
@@ -695,6 +707,9 @@ def _tls_failure(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 
 def _pem_problem(cert: bytes, key: bytes) -> str | None:

@@ -291,6 +291,12 @@ def test_unusable_tls_material_says_which_part_and_where_from(pki, material, mes
     assert "-----" not in str(caught.value)  # no PEM content in a message
 
 
+def test_a_ca_bundle_may_carry_text_around_its_certificates(pki):
+    """As ``openssl x509 -text`` writes it, with a name that is not ASCII."""
+    text = "Subject: CN=Zürich private CA\n".encode() + pki["ca"].cert + b"\n# end of bundle\n"
+    assert TLSSettings(ca=text).context() is not True
+
+
 def test_a_client_certificate_loads_without_touching_a_disk_where_linux_allows(pki, monkeypatch):
     """memfd where the OS has it; elsewhere a private temporary file, removed at once."""
     good = TLSSettings(ca=pki["ca"].cert, cert=pki["client"].cert, key=pki["client"].key)
