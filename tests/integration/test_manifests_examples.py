@@ -35,7 +35,7 @@ def test_the_shadow_scaler_and_its_secret_role_apply_to_a_fresh_cluster() -> Non
         # The file holds no Namespace, so `kubectl delete -f` on it can never delete the workload's.
         assert "namespace/" not in applied.stdout
 
-        # The Role a scaler reading a bearer token needs, in the scaler's namespace.
+        # The Role a scaler reading its Prometheus Secrets needs, in the scaler's namespace.
         role = plane.kubectl("apply", "-f", str(EXAMPLES / "secret-reader-role.yaml"), check=False)
         assert role.returncode == 0, role.stderr
-        assert plane.kubectl("get", "role", "presage-scaler-read-prometheus-token", "-n", "shop").returncode == 0
+        assert plane.kubectl("get", "role", "presage-scaler-read-prometheus-secrets", "-n", "shop").returncode == 0
