@@ -291,8 +291,8 @@ def baselines_sentence(document: dict[str, Any]) -> str:
         "stabilization; the seasonal trigger is what a KEDA user writes by hand, the same HPA on the higher of that "
         f"demand and the highest demand of the {parameters['trigger_look_ahead']} after this time "
         f"{parameters['trigger_week_ago']} earlier, at {parameters['trigger_utilization']} target utilization (the "
-        "current demand alone where that lies before the trace). Each cost-matched variant has its headroom raised, "
-        "or its utilization lowered, until it costs what presage costs."
+        "current demand alone where that lies before the trace). Each cost-matched variant has its headroom (the "
+        "HPA's) or its utilization (the trigger's) set to what makes it cost what presage costs."
     )
 
 
