@@ -47,10 +47,10 @@ from bench_seasonal_naive import cpu_us_per_call, decision_call, demand
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
+from presage_scaler.backtest.output import policy_summary
 from presage_scaler.backtest.runner import (
     Setup,
     metrics_of,
-    percent,
     plan,
     run_backtest,
     run_oracle,
@@ -147,7 +147,7 @@ def full_run(path: Path, lead_min: int) -> Row:
     return Row(
         policies=policies,
         matched_headroom=str(result.policies["reactive_cost_matched"].headroom),
-        matched_utilization=str(percent(result.policies["seasonal_trigger_cost_matched"].utilization or 0.0)),
+        matched_utilization=policy_summary(result, "seasonal_trigger_cost_matched")["utilization"],
         target_coverage=result.coverage.target,
         scale_down_coverage=result.coverage.scale_down,
         decided_by=f"{name} {100 * share:.0f} %",
