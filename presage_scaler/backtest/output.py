@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.quantities import Amount, format_duration
 from presage_scaler.backtest import history
 from presage_scaler.backtest.baselines import LOOK_AHEAD, WEEK_AGO
 from presage_scaler.backtest.explain import constraint_counts, note
@@ -88,13 +88,18 @@ def policy_summary(result: BacktestResult, name: str) -> dict[str, Any]:
 
 def setting(result: BacktestResult, name: str) -> str:
     """What a policy's row shows in the table's setting column: a headroom, a trigger's target
-    utilization, or "-"."""
+    utilization, or "-". A searched percentage shows to a tenth of a point; summary.json keeps it whole."""
     policy = result.policies[name]
     if policy.utilization is not None:
-        return f"util {percent(policy.utilization)}"
+        return f"util {_tenths(percent(policy.utilization))}"
     if policy.headroom is not None:
-        return str(policy.headroom)
+        return _tenths(policy.headroom)
     return str(result.plan.spec.policy.headroom) if name == "presage" else "-"
+
+
+def _tenths(amount: Amount) -> str:
+    """A percentage amount rounded to a tenth of a point ("108.6%", "75%"); a number as it is."""
+    return f"{round(amount.value, 1):g}%" if amount.percent else str(amount)
 
 
 def summary(result: BacktestResult) -> dict[str, Any]:
