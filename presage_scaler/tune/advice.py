@@ -14,7 +14,7 @@ advised depends on what the choice could not see, in this order:
 4. Otherwise the chosen spec is advised, or, when it is the starting spec, keeping it.
 
 A ``presage advise`` process turns :class:`Advice` into a status patch; ``presage tune`` prints
-:attr:`Advice.message` and writes it to tune.json, spec.yaml's header and report.html.
+:attr:`Advice.message` and writes it to tune.json, spec.yaml's header and tune.html.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""report.html for ``presage tune``: one self-contained page (:mod:`presage_scaler.backtest.plots`)
+"""tune.html for ``presage tune``: one self-contained page (:mod:`presage_scaler.backtest.plots`)
 that answers two questions with a plot each, and gives the numbers and the spec behind them:
 
 1. where the chosen spec sits among every candidate tried: cost against under-provisioned time, the
