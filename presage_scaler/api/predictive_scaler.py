@@ -63,7 +63,7 @@ def _secret_name() -> Any:
     )
 
 
-def _secret_key(description: str, **default: str | None) -> Any:
+def _secret_key(description: str, **default: Any) -> Any:
     """A key of a Secret's data; ``default`` as :func:`field`'s, required when not given."""
     return field(description, **default, minLength=1, maxLength=253)
 

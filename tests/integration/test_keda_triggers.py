@@ -159,6 +159,20 @@ def options(plane, *namespaces: str) -> ControllerOptions:
     )
 
 
+def eager_controller(app: RunningController) -> ScalerController:
+    """A controller of our own beside ``app``'s, recording every Event at once (no spacing), so a
+    repeated Warning shows in the Event's count at once."""
+    return ScalerController(
+        app.client,
+        RecommendationStore(),
+        app.backends,
+        PrometheusClientPool(),
+        EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+        ScalerMetrics(),
+        scaled_objects=app.triggers,
+    )
+
+
 async def evaluated(app: RunningController, namespace: str, *, scaled_objects: bool = True) -> None:
     """Wait for the first recommendation (and, unless told otherwise, the ScaledObject cache)."""
 
@@ -313,15 +327,7 @@ async def test_enforce_with_nothing_to_apply_it_says_so_once(
         await until(instant(lambda: app.scalers.evaluations), lambda n: n >= 2, "the first evaluations")
         # A controller of our own, with every Event written at once: a repeated Warning would show
         # in the Event's count, not wait 30 s in the recorder.
-        controller = ScalerController(
-            app.client,
-            RecommendationStore(),
-            app.backends,
-            PrometheusClientPool(),
-            EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
-            ScalerMetrics(),
-            scaled_objects=app.triggers,
-        )
+        controller = eager_controller(app)
 
         async def evaluate(name: str) -> dict[str, Any]:
             obj = get(cluster, "predictivescaler", name, ns)
@@ -401,15 +407,7 @@ async def test_what_the_user_probably_did_not_mean_is_said_where_they_look(
             lambda f: f == {"web-avg": "(presage + cpu) / 2"},
             "the index",
         )
-        controller = ScalerController(
-            app.client,
-            RecommendationStore(),
-            app.backends,
-            PrometheusClientPool(),
-            EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
-            ScalerMetrics(),
-            scaled_objects=app.triggers,
-        )
+        controller = eager_controller(app)
 
         async def evaluate() -> dict[str, Any]:
             obj = get(cluster, "predictivescaler", "web", ns)
