@@ -166,7 +166,7 @@ async def test_a_signal_whose_exporter_stops_is_stale_once_and_keeps_its_recomme
         )
         degraded, ready = condition(stale, "Degraded"), condition(stale, "Ready")
         assert degraded["status"] == "True"
-        assert degraded["message"].startswith("signal default: its newest sample is ")
+        assert degraded["message"].startswith("signal demand: its newest sample is ")
         assert "over the 33s bound" in degraded["message"]
         assert ready["status"] == "True" and ready["reason"] == "LastRecommendationHeld", ready
         start = app.scalers.evaluations
