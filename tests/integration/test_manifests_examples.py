@@ -1,6 +1,7 @@
 """manifests/examples on a fresh real kube-apiserver: the files the README and docs/getting-started.md
 tell a user to apply apply as written, in that order, with nothing created beforehand but presage's
-CRDs and the namespace the guides create (the kustomize patch networkpolicy-namespaces.yaml is checked in test_manifests_networkpolicy)."""
+CRDs and the namespace the guides create (the kustomize patch networkpolicy-namespaces.yaml is
+checked in test_manifests_networkpolicy)."""
 
 from __future__ import annotations
 
