@@ -15,7 +15,6 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -25,17 +24,17 @@ from presage_scaler.clients.kube.client import KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.informer import Informer, identity_only
 from presage_scaler.clients.kube.leader import LeaderElector
+from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS, PREDICTIVE_SCALERS
 from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.forecast_backend_controller import FORECAST_BACKENDS, BackendController
+from presage_scaler.controller.forecast_backend_controller import BackendController
 from presage_scaler.controller.gc_tuning import collecting_less_often
 from presage_scaler.controller.keda_scaledobjects import KubeScaledObjectTriggers
+from presage_scaler.controller.leadership import Leadership
 from presage_scaler.controller.predictive_scaler_controller import ScalerController
-from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS, Key
+from presage_scaler.controller.predictive_scaler_objects import Key
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.shards import ShardElection, lease_of, shard_lease_name, shard_of
-from presage_scaler.controller.status_cadence import LeaseVouch
+from presage_scaler.controller.shards import ShardElection
 from presage_scaler.observability.metrics import ScalerMetrics
-from presage_scaler.serving.freshness import ANNOTATION, FreshnessRecord, LeaseFreshness
 from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_health, serve_http
 from presage_scaler.serving.keda import StalenessBound
@@ -83,7 +82,7 @@ class RunningController:
     store: RecommendationStore
     scalers: ScalerController
     backends: BackendController
-    elector: LeaderElector | ShardElection | None
+    leadership: Leadership
     grpc: ScalerServer
     http: HttpServer
     health: HttpServer
@@ -95,11 +94,14 @@ class RunningController:
     crashed: asyncio.Event  # set when a component died; the process should exit non-zero
 
     @property
+    def elector(self) -> LeaderElector | ShardElection | None:
+        """The Lease elector(s); None with leader election off."""
+        return self.leadership.elector
+
+    @property
     def leading(self) -> bool:
         """Whether this replica evaluates anything now (the leader, or the owner of a shard)."""
-        if isinstance(self.elector, ShardElection):
-            return self.elector.owns_any()
-        return self.elector is None or self.elector.is_leader
+        return self.leadership.leading()
 
     @property
     def synced(self) -> bool:
@@ -130,51 +132,20 @@ async def running(options: ControllerOptions) -> AsyncIterator[RunningController
 
 @contextlib.asynccontextmanager
 async def _components(options: ControllerOptions) -> AsyncIterator[RunningController]:
+    """Build the process in dependency order (leadership, controllers, elector, informers, servers),
+    start its tasks, and on exit stop the servers, then the tasks, then the clients."""
     config = kube_config.load(options.kubeconfig, options.context)
     namespaces = list(options.namespaces) or None
     async with KubeClient(config) as client, forecaster_session() as forecaster_http:
         store = RecommendationStore()
         metrics = served_metrics(ScalerMetrics(), store)
         prometheus = PrometheusClientPool(timeout=options.prometheus_timeout)
-        elector: LeaderElector | ShardElection | None = None
-
-        def shard(key: Key) -> int:
-            return shard_of(*key, options.shards)
-
-        def leading() -> bool:
-            if isinstance(elector, ShardElection):
-                return elector.owns_any()
-            return elector is None or elector.is_leader
-
-        def owns(key: Key) -> bool:
-            return not isinstance(elector, ShardElection) or elector.owns(shard(key))
-
-        def writes_backends() -> bool:  # ForecastBackend status: the leader, or shard 0's owner
-            return elector.owns(0) if isinstance(elector, ShardElection) else leading()
-
-        def lease(key: Key) -> str:
-            return lease_of(options.lease_name, options.shards, *key)
-
-        # Freshness records (serving.freshness): every replica reads them from the Leases it campaigns
-        # for; the holder publishes one at every renewal, and holds statuses by what it published.
-        freshness = LeaseFreshness(lambda *key: lease(key), options.shards, options.staleness)
-        published: dict[str, LeaseVouch] = {}  # Lease name -> what this replica last published in it
-        lag = timedelta(seconds=options.renew_deadline + options.retry_period)
-
-        def publish(name: str, selects: Callable[[Key], bool]) -> dict[str, str]:
-            now = datetime.now(UTC)
-            lateness = scalers.lateness(selects, freshness.record(name), now)
-            published[name] = LeaseVouch(lateness, lag, now)
-            return {ANNOTATION: FreshnessRecord(now, lateness, options.shards).encode()}
-
-        def vouch(key: Key) -> LeaseVouch | None:
-            return published.get(lease(key))
-
+        leadership = Leadership(options.lease_name, options.shards, options.staleness)
         backends = BackendController(
             client,
             forecaster_http,
             probe_period=options.probe_period,
-            leading=writes_backends,
+            leading=leadership.writes_backends,
             fenced=lambda: metrics.status_writes_fenced.labels("ForecastBackend").inc(),
         )
         triggers = KubeScaledObjectTriggers(client, namespaces)
@@ -187,49 +158,20 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             EventRecorder(client, host=options.identity),
             metrics,
             concurrency=options.concurrency,
-            leading=leading,
-            owns=owns,
+            leading=leadership.leading,
+            owns=leadership.owns,
             scaled_objects=triggers,
             staleness=options.staleness,
             replicas=replicas,
-            vouch=vouch,
+            vouch=leadership.vouch,
         )
-        lease_namespace = options.lease_namespace or config.namespace
-        timing = {
-            "lease_duration": options.lease_duration,
-            "renew_deadline": options.renew_deadline,
-            "retry_period": options.retry_period,
-        }
-        if options.leader_elect and options.shards > 1:
-            elector = ShardElection(
-                client,
-                lease_namespace,
-                options.lease_name,
-                options.identity,
-                options.shards,
-                on_change=lambda s, owned: scalers.on_ownership(lambda key: shard(key) == s, owned),
-                busy=lambda s: scalers.in_flight(lambda key: shard(key) == s),
-                annotate=lambda s: publish(shard_lease_name(options.lease_name, s), lambda key: shard(key) == s),
-                observe=freshness.observe,
-                **timing,
-            )
-        elif options.leader_elect:
-            elector = LeaderElector(
-                client,
-                lease_namespace,
-                options.lease_name,
-                options.identity,
-                on_change=scalers.on_leadership,
-                annotate=lambda: publish(options.lease_name, lambda key: True),
-                observe=freshness.observe,
-                **timing,
-            )
-        if elector is not None:
-            store.confirmed_at = freshness.confirmed_at
+        if options.leader_elect:
+            _campaign(options, config.namespace, client, leadership, scalers, store)
         scaler_informer = Informer(
             client, PREDICTIVE_SCALERS, scalers.on_event, namespaces, cache_as=identity_only
         )  # the controller keeps its own copy of each scaler
         backend_informer = Informer(client, FORECAST_BACKENDS, backends.on_event)
+        ready = _readiness(scaler_informer, backend_informer)
         grpc = await serve(
             store,
             triggers,
@@ -239,79 +181,122 @@ async def _components(options: ControllerOptions) -> AsyncIterator[RunningContro
             observe=metrics.observe_grpc_request,
             staleness=options.staleness,
         )
-
-        def ready() -> bool | str:
-            if not (scaler_informer.synced and backend_informer.synced):
-                return "PredictiveScaler and ForecastBackend caches are not synced yet"
-            return True
-
         http = await serve_http(
             store, metrics, port=options.http_port, host=options.http_host, tls=options.http_tls, ready=ready
         )
         health = await serve_health(metrics, port=options.health_port, host=options.http_host, ready=ready)
-        tasks = [
-            asyncio.create_task(coro, name=name)
-            for name, coro in (
-                ("backend-informer", backend_informer.run()),
-                ("scaler-informer", scaler_informer.run()),
-                ("scaledobject-informer", triggers.run()),
-                ("backend-controller", _after(backend_informer.wait_synced(), backends.run())),
-                (
-                    "scaler-controller",
-                    _after(backends.probed_once.wait(), scalers.run()),
-                ),
-            )
-        ]
-        if replicas is not None:
-            tasks.append(asyncio.create_task(replicas.run(), name="replica-count-informers"))
-        if elector is not None:
-            tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
-        crashed = asyncio.Event()
-
-        def watch_task(task: asyncio.Task[None]) -> None:
-            if not task.cancelled() and task.exception() is not None:
-                log.critical("component %s crashed", task.get_name(), exc_info=task.exception())
-                crashed.set()
-
-        for task in tasks:
-            task.add_done_callback(watch_task)
-        log.info(
-            "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d health_port=%d "
-            "leader_elect=%s shards=%d",
-            options.identity,
-            ",".join(namespaces or ["*"]),
-            grpc.port,
-            http.port,
-            health.port,
-            options.leader_elect,
-            options.shards,
+        app = RunningController(
+            options,
+            client,
+            store,
+            scalers,
+            backends,
+            leadership,
+            grpc,
+            http,
+            health,
+            metrics,
+            scaler_informer,
+            backend_informer,
+            triggers,
+            replicas,
+            asyncio.Event(),
         )
+        tasks = _start_tasks(app)
+        _log_started(app, namespaces)
         try:
-            yield RunningController(
-                options,
-                client,
-                store,
-                scalers,
-                backends,
-                elector,
-                grpc,
-                http,
-                health,
-                metrics,
-                scaler_informer,
-                backend_informer,
-                triggers,
-                replicas,
-                crashed,
-            )
+            yield app
         finally:
-            await grpc.stop(grace=2.0)
-            await http.stop(grace=2.0)
-            await health.stop(grace=2.0)
-            for task in reversed(tasks):
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _stop(app, tasks)
             await prometheus.aclose()
+
+
+def _campaign(
+    options: ControllerOptions,
+    default_namespace: str,
+    client: KubeClient,
+    leadership: Leadership,
+    scalers: ScalerController,
+    store: RecommendationStore,
+) -> None:
+    """Build the Lease elector(s), and serve every recommendation's age as its Lease's freshness
+    records confirm it."""
+    leadership.campaign(
+        client,
+        options.lease_namespace or default_namespace,
+        options.identity,
+        scalers,
+        lease_duration=options.lease_duration,
+        renew_deadline=options.renew_deadline,
+        retry_period=options.retry_period,
+    )
+    store.confirmed_at = leadership.freshness.confirmed_at
+
+
+def _readiness(scaler_informer: Informer, backend_informer: Informer) -> Callable[[], bool | str]:
+    """``/readyz``: ready once both caches have listed; otherwise the reason it is not."""
+
+    def ready() -> bool | str:
+        if not (scaler_informer.synced and backend_informer.synced):
+            return "PredictiveScaler and ForecastBackend caches are not synced yet"
+        return True
+
+    return ready
+
+
+def _start_tasks(app: RunningController) -> list[asyncio.Task[None]]:
+    """Start every long-running component; one that dies sets ``app.crashed``. The backend
+    controller starts once the ForecastBackends are listed, the scaler controller once they are
+    probed."""
+    tasks = [
+        asyncio.create_task(coro, name=name)
+        for name, coro in (
+            ("backend-informer", app.backend_informer.run()),
+            ("scaler-informer", app.scaler_informer.run()),
+            ("scaledobject-informer", app.triggers.run()),
+            ("backend-controller", _after(app.backend_informer.wait_synced(), app.backends.run())),
+            ("scaler-controller", _after(app.backends.probed_once.wait(), app.scalers.run())),
+        )
+    ]
+    if app.replicas is not None:
+        tasks.append(asyncio.create_task(app.replicas.run(), name="replica-count-informers"))
+    if app.elector is not None:
+        tasks.append(asyncio.create_task(app.elector.run(), name="leader-election"))
+
+    def watch_task(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.critical("component %s crashed", task.get_name(), exc_info=task.exception())
+            app.crashed.set()
+
+    for task in tasks:
+        task.add_done_callback(watch_task)
+    return tasks
+
+
+def _log_started(app: RunningController, namespaces: list[str] | None) -> None:
+    options = app.options
+    log.info(
+        "presage-scaler started identity=%s namespaces=%s grpc_port=%d http_port=%d health_port=%d "
+        "leader_elect=%s shards=%d",
+        options.identity,
+        ",".join(namespaces or ["*"]),
+        app.grpc.port,
+        app.http.port,
+        app.health.port,
+        options.leader_elect,
+        options.shards,
+    )
+
+
+async def _stop(app: RunningController, tasks: list[asyncio.Task[None]]) -> None:
+    """Stop the servers (each with a grace period), then cancel the tasks, the Lease elector's
+    included (which releases the Lease), and wait for them."""
+    await app.grpc.stop(grace=2.0)
+    await app.http.stop(grace=2.0)
+    await app.health.stop(grace=2.0)
+    for task in reversed(tasks):
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def run_until_signalled(options: ControllerOptions) -> int:

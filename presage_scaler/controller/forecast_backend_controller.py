@@ -23,12 +23,11 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
 from presage_scaler.backends.registry import build_backend
-from presage_scaler.clients.kube.client import JSON, ApiError, Fenced, KubeClient, NotFound, Resource
+from presage_scaler.clients.kube.client import JSON, ApiError, Fenced, KubeClient, NotFound
+from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS
 from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
 
 log = logging.getLogger(__name__)
-
-FORECAST_BACKENDS = Resource("scaling.presage.sh", "v1alpha1", "forecastbackends", False, "ForecastBackend")
 
 
 @dataclass

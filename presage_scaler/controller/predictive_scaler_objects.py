@@ -13,15 +13,12 @@ from pydantic import ValidationError
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
-from presage_scaler.api.types import API_VERSION
-from presage_scaler.clients.kube.client import JSON, Resource
+from presage_scaler.clients.kube.client import JSON
 from presage_scaler.controller.status_cadence import WrittenStatus, degraded, forecast_time
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.serving.store import StoredRecommendation, TargetRef
 
 log = logging.getLogger(__name__)
-
-PREDICTIVE_SCALERS = Resource(*API_VERSION.split("/"), "predictivescalers", True, "PredictiveScaler")
 
 Key = tuple[str, str]
 """A scaler's (namespace, name)."""

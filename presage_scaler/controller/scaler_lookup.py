@@ -4,7 +4,7 @@ failure is a :class:`CommandError` whose one line says what to check."""
 from __future__ import annotations
 
 from presage_scaler.clients.kube.client import JSON, ApiError, ApiUnavailable, Forbidden, KubeClient, NotFound
-from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 
 
 class CommandError(Exception):

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, Fenced, KubeClient, NotFound
-from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS, Key, status_of
+from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
+from presage_scaler.controller.predictive_scaler_objects import Key, status_of
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
-from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from presage_scaler.controller.shards import shard_of
 from presage_scaler.tune.advice import Advice, Verdict, advise
 from presage_scaler.tune.advice_status import advice_status, failed_status

@@ -10,7 +10,7 @@ from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, Conflict, Fenced, Gone, KubeClient, NotFound, Resource
 from presage_scaler.clients.kube.informer import Informer
-from presage_scaler.controller.predictive_scaler_objects import PREDICTIVE_SCALERS
+from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from tests.harness.presage_cluster import apply, deployment
 
 pytestmark = pytest.mark.integration
