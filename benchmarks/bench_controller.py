@@ -69,6 +69,7 @@ import results
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import parse_duration
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running
@@ -77,7 +78,6 @@ from presage_scaler.engine.evaluator import evaluate
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.signals import PrometheusSignalSource
 from presage_scaler.observability.metrics import ScalerMetrics
-from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries
 from tests.harness.presage_cluster import WRITES_EVERY_EVALUATION, install_crds, predictive_scaler, seasonal_backend

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import aiohttp
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
@@ -37,7 +38,6 @@ from presage_scaler.controller.shards import ShardElection
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.grpc_server import ScalerServer, TLSConfig, serve
 from presage_scaler.serving.http_server import HttpServer, TLSFiles, serve_health, serve_http
-from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 from presage_scaler.serving.store_metrics import served_metrics
 

@@ -8,11 +8,11 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.clients.kube.config import add_kubeconfig_arguments
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
 from presage_scaler.serving.grpc_server import TLSConfig
 from presage_scaler.serving.http_server import TLSFiles
-from presage_scaler.serving.keda import StalenessBound
 
 DESCRIPTION = """\
 Run the scaler process: watch PredictiveScalers and ForecastBackends, evaluate each scaler every

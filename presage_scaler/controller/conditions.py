@@ -17,8 +17,8 @@ from typing import Protocol
 from presage_scaler.api.conditions import Condition, ConditionStatus
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.reasons import Reason
+from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.engine.adjustments import Adjustment
-from presage_scaler.serving.keda import SCALER_KEY
 
 READY = "Ready"
 DEGRADED = "Degraded"

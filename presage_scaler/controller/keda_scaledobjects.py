@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.clients.kube.client import JSON, KubeClient, Resource
 from presage_scaler.clients.kube.informer import Informer, Key, key_of
-from presage_scaler.serving.keda import SCALER_KEY
 
 SCALED_OBJECTS = Resource("keda.sh", "v1alpha1", "scaledobjects", True, "ScaledObject")
 EXTERNAL_TRIGGERS = frozenset({"external", "external-push"})

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
@@ -29,7 +30,6 @@ from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.freshness import FreshnessRecord
-from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)

@@ -15,12 +15,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from presage_scaler.api.conditions import Condition
 from presage_scaler.api.predictive_scaler import AgonesFleetTarget, PredictiveScalerSpec, PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
@@ -55,7 +56,6 @@ from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.engine.signals import PrometheusSignalSource
 from presage_scaler.observability.metrics import ScalerMetrics
-from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,37 @@ def _explain(rec: Recommendation) -> str:
     )
 
 
+@dataclass
+class _Outcome:
+    """What one evaluation of one scaler found: everything the record and write steps need.
+
+    Exactly one of ``recommendation`` and ``failure`` is set once the evaluate step returns, and
+    ``shadow`` (the ledger, the recommendation observed) with a recommendation.
+    """
+
+    obj: JSON
+    """The scaler as the evaluation started (its metadata: what the status write is checked against)."""
+    namespace: str
+    name: str
+    generation: int
+    now: datetime
+    status: PredictiveScalerStatus
+    """The status the evaluation started from (policy state, calibration, shadow ledger)."""
+    interval: timedelta = timedelta(minutes=1)
+    """The spec's interval; a minute where the spec could not be read."""
+    spec: PredictiveScalerSpec | None = None
+    """None where the spec could not be read."""
+    current: int | None = None
+    recommendation: Recommendation | None = None
+    failure: Failure | None = None
+    shadow: ShadowLedger | None = None
+    duration: float = 0.0
+    conditions: list[ConditionUpdate] = field(default_factory=list)
+    """Conditions to write beside Ready and Degraded."""
+    warning: ConditionUpdate | None = None
+    """``Consumed``, when it calls for a Warning Event."""
+
+
 class ScalerReconciler:
     """Evaluates one scaler and writes the outcome: status through :class:`StatusWriter`, then the
     store, the metrics and the Events it calls for."""
@@ -178,104 +209,141 @@ class ScalerReconciler:
         self.writes = 0  # status writes attempted (an evaluation whose status was held makes none)
 
     async def reconcile(self, entry: ScalerEntry) -> float:
-        """Evaluate one scaler and write its status; returns its interval in seconds (counted by the scheduler
-        from this evaluation's start)."""
+        """Evaluate one scaler, record what it found, and write its status; returns its interval in
+        seconds (counted by the scheduler from this evaluation's start)."""
+        outcome = await self._evaluate(entry)
+        self._record(outcome)
+        await self._write(entry, outcome)
+        return outcome.interval.total_seconds()
+
+    async def _evaluate(self, entry: ScalerEntry) -> _Outcome:
+        """Read the target and the signals, forecast and decide, within a deadline of the interval
+        (10 s to 5 min). A failure is kept as the outcome's ``failure``: an unforeseen one is logged
+        with its traceback, and this scaler alone goes Degraded."""
         obj = entry.obj
         meta = obj["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
         generation = int(meta.get("generation") or 0)
         entry.scheduled_generation = generation
-        now = self._clock()
+        outcome = _Outcome(obj, meta["namespace"], meta["name"], generation, self._clock(), entry.status())
+        status = outcome.status
         started = time.perf_counter()
-        status = entry.status()
-        interval = timedelta(minutes=1)
-        current: int | None = None
-        recommendation: Recommendation | None = None
-        failure: Failure | None = None
-        shadow: JSON | None = None
         backend_name: str | None = None
-        conditions: list[ConditionUpdate] = []  # beside Ready and Degraded
-        warning: ConditionUpdate | None = None  # Consumed, when it calls for a Warning Event
         try:
-            spec = entry.spec(self._specs)
-            interval = spec.interval
-            was_consumed = find(status.conditions, CONSUMED)
-            consumed = self._consumed(spec, namespace, name, was_consumed, generation)
-            if consumed is not None:
-                conditions.append(consumed)
-                if consumed_warning_due(spec.mode, was_consumed, consumed, generation):
-                    warning = consumed
+            spec = outcome.spec = entry.spec(self._specs)
+            outcome.interval = spec.interval
+            self._check_consumed(outcome, spec)
             backend_name = spec.forecast.backend_ref or DEFAULT_BACKEND
             backend = TimedBackend(self._backends.backend_for(backend_name), backend_name, self._metrics)
-            current = await self._targets.current_replicas(namespace, spec.scale_target_ref)
+            outcome.current = await self._targets.current_replicas(outcome.namespace, spec.scale_target_ref)
             state = PolicyState(status.scale_down_candidate_since, status.last_scale_time)
             source = TimedSignalSource(
-                PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(namespace)), self._metrics
+                PrometheusSignalSource(self._prometheus, self._secrets.for_namespace(outcome.namespace)), self._metrics
             )
-            deadline = min(max(interval.total_seconds(), 10.0), 300.0)
+            deadline = min(max(outcome.interval.total_seconds(), 10.0), 300.0)
             calibration = CalibrationState.from_status(status.calibration)
             async with asyncio.timeout(deadline):
-                recommendation = await evaluate(spec, backend, source, current, state, now, calibration)
+                outcome.recommendation = await evaluate(
+                    spec, backend, source, outcome.current, state, outcome.now, calibration
+                )
         except (EvaluationError, BackendUnusable, BackendError, PrometheusError, HorizonError, TimeoutError) as exc:
-            failure = _failure_of(exc, backend_name)
+            outcome.failure = _failure_of(exc, backend_name)
         except Exception as exc:
             # A bug or an input nobody foresaw: this scaler goes Degraded with the error, keeps its last
             # recommendation, and every other scaler goes on.
-            log.exception("evaluation failed unexpectedly scaler=%s/%s", namespace, name)
-            failure = Failure(Reason.INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
-        duration = time.perf_counter() - started
-        if recommendation is not None:
-            assert current is not None
-            ledger = ShadowLedger.from_status(status.shadow)
-            ledger.observe(recommendation, spec.policy)
-            shadow = ledger.status_patch()
-            record_evaluation(self._metrics, namespace, name, recommendation, current, duration)
-            record_shadow(self._metrics, namespace, name, ledger.summary())
-            adjustments = spec_adjustments(spec, recommendation.lead_time, backend.max_horizon)
-            conditions.append(spec_adjusted_condition(adjustments))
-            log.info(
-                "evaluated scaler=%s/%s current=%s recommended=%d binding=%s constraint=%s lead_s=%d duration_ms=%.1f",
+            log.exception("evaluation failed unexpectedly scaler=%s/%s", outcome.namespace, outcome.name)
+            outcome.failure = Failure(Reason.INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"[:1024])
+        outcome.duration = time.perf_counter() - started
+        if outcome.recommendation is not None:
+            outcome.shadow = ShadowLedger.from_status(status.shadow)
+            outcome.shadow.observe(outcome.recommendation, spec.policy)
+            adjustments = spec_adjustments(spec, outcome.recommendation.lead_time, backend.max_horizon)
+            outcome.conditions.append(spec_adjusted_condition(adjustments))
+        return outcome
+
+    def _check_consumed(self, outcome: _Outcome, spec: PredictiveScalerSpec) -> None:
+        """Add the ``Consumed`` condition to the outcome's conditions, and as its warning where it
+        calls for a Warning Event."""
+        was = find(outcome.status.conditions, CONSUMED)
+        consumed = self._consumed(spec, outcome.namespace, outcome.name, was, outcome.generation)
+        if consumed is not None:
+            outcome.conditions.append(consumed)
+            if consumed_warning_due(spec.mode, was, consumed, outcome.generation):
+                outcome.warning = consumed
+
+    def _record(self, outcome: _Outcome) -> None:
+        """Export the outcome's metrics and log it, one line per evaluation."""
+        namespace, name, recommendation = outcome.namespace, outcome.name, outcome.recommendation
+        if recommendation is None:
+            assert outcome.failure is not None
+            self._metrics.observe_error(namespace, name, outcome.failure.reason)
+            log.warning(
+                "degraded scaler=%s/%s reason=%s message=%s",
                 namespace,
                 name,
-                current,
-                recommendation.replicas,
-                recommendation.breakdown.binding_signal,
-                recommendation.breakdown.constraint or "-",
-                recommendation.last_forecast.lead_time_seconds,
-                duration * 1000,
+                outcome.failure.reason,
+                outcome.failure.message,
             )
-        else:
-            assert failure is not None
-            self._metrics.observe_error(namespace, name, failure.reason)
-            log.warning("degraded scaler=%s/%s reason=%s message=%s", namespace, name, failure.reason, failure.message)
+            return
+        assert outcome.current is not None and outcome.shadow is not None
+        record_evaluation(self._metrics, namespace, name, recommendation, outcome.current, outcome.duration)
+        record_shadow(self._metrics, namespace, name, outcome.shadow.summary())
+        log.info(
+            "evaluated scaler=%s/%s current=%s recommended=%d binding=%s constraint=%s lead_s=%d duration_ms=%.1f",
+            namespace,
+            name,
+            outcome.current,
+            recommendation.replicas,
+            recommendation.breakdown.binding_signal,
+            recommendation.breakdown.constraint or "-",
+            recommendation.last_forecast.lead_time_seconds,
+            outcome.duration * 1000,
+        )
+
+    async def _write(self, entry: ScalerEntry, outcome: _Outcome) -> None:
+        """Write the status the outcome calls for, unless a successful evaluation's may be held
+        (:func:`~presage_scaler.controller.status_cadence.write_due`); then put what was written in
+        the store and emit the Events it calls for.
+
+        A failure writes a held evaluation with it: its recommendation is the one served, and judged
+        fresh or stale, from now on, and nothing it held is lost.
+        """
+        status = outcome.status
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
             served_at = base.last_forecast.generated_at if base.last_forecast else None
-            fields = self._status_patch(
-                base, served_at, generation, current, recommendation, failure, shadow, interval, now, conditions
-            )
-            return {**fields, "adviceSaving": advice_saving(base.advice, entry.spec_json())}
+            return {
+                **self._status_patch(base, served_at, outcome),
+                "adviceSaving": advice_saving(base.advice, entry.spec_json()),
+            }
 
         fields = patch_of(status)
-        if recommendation is not None:
-            evaluated = merge_patch(entry.status_json(), fields)
-            bound, vouch = served_within(spec, self._staleness), self._vouch((namespace, name))
-            if not write_due(entry.written, evaluated, interval, bound, now, entry.vouched, vouch):
-                entry.hold(evaluated, now)
-                return interval.total_seconds()
+        if outcome.recommendation is not None:
+            if self._held(entry, outcome, fields):
+                return
         elif entry.holding:
-            # A failure writes the held evaluation with it: its recommendation is the one served, and
-            # judged fresh or stale, from now on, and nothing it held is lost.
             fields = {**replacing(entry.status_json()), **fields}
-        updated = await self._writer.write(obj, status, lambda base: fields if base is status else patch_of(base))
+        updated = await self._writer.write(
+            outcome.obj, status, lambda base: fields if base is status else patch_of(base)
+        )
         self.writes += 1
         if updated is not None:
             entry.accept(updated)
             item = stored_recommendation(updated, self._specs)
             if item is not None:
                 await self._store.put(item)
-            await self._emit_events(updated, status, recommendation, failure, warning)
-        return interval.total_seconds()
+            await self._emit_events(updated, status, outcome.recommendation, outcome.failure, outcome.warning)
+
+    def _held(self, entry: ScalerEntry, outcome: _Outcome, fields: JSON) -> bool:
+        """Whether the evaluated status (the written one with ``fields`` merged over it) is held in
+        the entry instead of written: what is served stays fresh enough without it."""
+        assert outcome.spec is not None
+        evaluated = merge_patch(entry.status_json(), fields)
+        bound = served_within(outcome.spec, self._staleness)
+        vouch = self._vouch((outcome.namespace, outcome.name))
+        if write_due(entry.written, evaluated, outcome.interval, bound, outcome.now, entry.vouched, vouch):
+            return False
+        entry.hold(evaluated, outcome.now)
+        return True
 
     def _consumed(
         self, spec: PredictiveScalerSpec, namespace: str, name: str, was: Condition | None, generation: int
@@ -292,25 +360,15 @@ class ScalerReconciler:
         starting = time.monotonic() - self._started < SCALED_OBJECT_SYNC_GRACE
         return None if starting and hides_known(consumed, was, generation) else consumed
 
-    def _status_patch(
-        self,
-        status: PredictiveScalerStatus,
-        served_at: datetime | None,
-        generation: int,
-        current: int | None,
-        recommendation: Recommendation | None,
-        failure: Failure | None,
-        shadow: JSON | None,
-        interval: timedelta,
-        now: datetime,
-        conditions: list[ConditionUpdate],
-    ) -> JSON:
+    def _status_patch(self, status: PredictiveScalerStatus, served_at: datetime | None, outcome: _Outcome) -> JSON:
         """The status fields to write over ``status``. ``served_at``: when the forecast of ``status``,
         the one served after a failure, was made (a failure writes no forecast of its own)."""
-        fields: JSON = {"observedGeneration": generation}
-        if current is not None:
-            fields["currentReplicas"] = current
+        fields: JSON = {"observedGeneration": outcome.generation}
+        if outcome.current is not None:
+            fields["currentReplicas"] = outcome.current
+        recommendation = outcome.recommendation
         if recommendation is not None:
+            assert outcome.shadow is not None
             fresh = PredictiveScalerStatus(
                 recommended_replicas=recommendation.replicas,
                 last_forecast=recommendation.last_forecast,
@@ -325,18 +383,18 @@ class ScalerReconciler:
             # forecasts a backend that now hindcasts no longer needs.
             fields.setdefault("scaleDownCandidateSince", None)
             fields.setdefault("calibration", None)
-            fields["shadow"] = shadow
+            fields["shadow"] = outcome.shadow.status_patch()
             updates = [
                 ConditionUpdate(READY, "True", Reason.RECOMMENDED, _explain(recommendation)),
                 ConditionUpdate(DEGRADED, "False", Reason.EVALUATION_SUCCEEDED, "the last evaluation succeeded"),
             ]
         else:
-            assert failure is not None
+            assert outcome.failure is not None
             updates = [
-                _ready_condition(status, served_at, interval, self._staleness, now),
-                ConditionUpdate(DEGRADED, "True", failure.reason, failure.message),
+                _ready_condition(status, served_at, outcome.interval, self._staleness, outcome.now),
+                ConditionUpdate(DEGRADED, "True", outcome.failure.reason, outcome.failure.message),
             ]
-        merged = merge_conditions(status.conditions, [*updates, *conditions], generation, now)
+        merged = merge_conditions(status.conditions, [*updates, *outcome.conditions], outcome.generation, outcome.now)
         fields["conditions"] = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in merged]
         return fields
 

@@ -8,7 +8,7 @@ recommendation. The owner says so in the Lease it renews every retry period: the
 lateness ``R``: over every scaler the Lease covers whose written status has a recommendation and is
 not Degraded, the largest ``(t - v) / B``, where ``v`` is when the latest evaluation whose visible
 outcome that written status shows started, and ``B`` is the scaler's bound (the age past which its
-recommendation is refused: :meth:`~presage_scaler.serving.keda.StalenessBound.served_within`). So
+recommendation is refused: :meth:`~presage_scaler.api.serving_contract.StalenessBound.served_within`). So
 each such scaler's recommendation was confirmed no earlier than ``t - R·B``, and a replica serving
 it at ``now`` takes its age as ``now - max(generatedAt, t - R·B)``.
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from presage_scaler.serving.keda import StalenessBound
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.serving.store import StoredRecommendation
 
 ANNOTATION = "scaling.presage.sh/freshness"

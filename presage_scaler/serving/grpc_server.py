@@ -14,14 +14,9 @@ import grpc
 from google.protobuf import message_factory
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
-from presage_scaler.serving.keda import (
-    ExternalScalerServicer,
-    PresageScaler,
-    RequestObserver,
-    ScaledObjectTriggers,
-    StalenessBound,
-)
+from presage_scaler.serving.keda import ExternalScalerServicer, PresageScaler, RequestObserver, ScaledObjectTriggers
 from presage_scaler.serving.store import RecommendationStore
 
 DEFAULT_PORT = 9090

@@ -27,19 +27,18 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from presage_scaler.api.serving_contract import SCALER_KEY, StalenessBound
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation
 
 log = logging.getLogger(__name__)
 
-SCALER_KEY = "predictiveScaler"
 METRIC_PREFIX = "presage-"
 # PredictiveScaler names are Kubernetes object names: RFC 1123 subdomains.
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -78,27 +77,6 @@ class StaticScaledObjectTriggers:
             return self.counts[(namespace, scaled_object_name)]
         except KeyError:
             raise LookupError(f"ScaledObject {namespace}/{scaled_object_name} is not known") from None
-
-
-@dataclass(frozen=True)
-class StalenessBound:
-    """A recommendation older than ``max(factor × interval, floor)`` is refused with UNAVAILABLE.
-
-    Three missed evaluations (default) means the controller is not keeping up; the floor keeps
-    short intervals from flapping on ordinary scheduling jitter.
-    """
-
-    factor: float = 3.0
-    floor: timedelta = timedelta(minutes=2)
-
-    def max_age(self, interval: timedelta) -> timedelta:
-        return max(interval * self.factor, self.floor)
-
-    def served_within(self, interval: timedelta, agones_max_age: timedelta | None) -> timedelta:
-        """The age past which a recommendation is refused anywhere: this bound, or an Agones Fleet's
-        maximum recommendation age where that is shorter."""
-        bound = self.max_age(interval)
-        return bound if agones_max_age is None else min(bound, agones_max_age)
 
 
 class ScalerError(Exception):

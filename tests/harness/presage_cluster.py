@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.controller.app import ControllerOptions
-from presage_scaler.serving.keda import StalenessBound
 from tests.harness.kube import KubeControlPlane, KubeHarnessError
 
 REPO = Path(__file__).resolve().parents[2]

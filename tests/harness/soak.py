@@ -46,9 +46,10 @@ from typing import Any
 import grpc
 import httpx
 
+from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
-from presage_scaler.serving.keda import SCALER_KEY, metric_name
+from presage_scaler.serving.keda import metric_name
 from tests.harness.idle_connections import AttackTotals, IdleConnections, raise_open_files_limit
 from tests.harness.kube import KubeControlPlane, KubeHarnessError, ensure_kube_binaries
 from tests.harness.live_values import LiveValues

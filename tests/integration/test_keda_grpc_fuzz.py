@@ -19,10 +19,11 @@ import pytest_asyncio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.serving.grpc_server import MAX_REQUEST_BYTES, SERVICE_NAME, serve
-from presage_scaler.serving.keda import SCALER_KEY, StaticScaledObjectTriggers, metric_name
+from presage_scaler.serving.keda import StaticScaledObjectTriggers, metric_name
 from presage_scaler.serving.store import RecommendationStore
 from tests.integration.test_keda_grpc import NS, rec
 

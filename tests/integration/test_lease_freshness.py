@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.controller.app import running
 from presage_scaler.proto_gen import externalscaler_pb2 as pb
 from presage_scaler.proto_gen import externalscaler_pb2_grpc as pb_grpc
 from presage_scaler.serving.freshness import ANNOTATION
-from presage_scaler.serving.keda import StalenessBound, metric_name
+from presage_scaler.serving.keda import metric_name
 from tests.harness.presage_cluster import (
     apply,
     deployment,

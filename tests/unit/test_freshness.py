@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.serving.freshness import ANNOTATION, FreshnessRecord, LeaseFreshness
-from presage_scaler.serving.keda import StalenessBound
 from presage_scaler.serving.store import RecommendationStore, StoredRecommendation, TargetRef
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.cli.scaledobject import (
     DEFAULT_SCALER_ADDRESS,
     ClusterSupport,
@@ -28,7 +29,6 @@ from presage_scaler.cli.scaledobject import (
 )
 from presage_scaler.cli.scaledobject_command import from_file
 from presage_scaler.controller.scaler_lookup import CommandError
-from presage_scaler.serving.keda import SCALER_KEY
 
 
 def scaler(
