@@ -26,7 +26,7 @@ from presage_scaler.cli.scaledobject import (
 )
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient
-from presage_scaler.controller.scaler_lookup import CommandError, read_scaler
+from presage_scaler.clients.kube.scaler_lookup import CommandError, read_scaler
 
 PROG = "presage scaledobject"
 SCALED_OBJECT_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/scaledobjects.keda.sh"

@@ -16,7 +16,7 @@ from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS
-from presage_scaler.controller.scaler_lookup import read_scaler
+from presage_scaler.clients.kube.scaler_lookup import read_scaler
 from presage_scaler.controller.secrets import Secrets
 from presage_scaler.engine.signals import resolve_connection
 from presage_scaler.series.timegrid import align_down

@@ -30,8 +30,8 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.from_flags import _trace as trace_from_flags
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import Trace
+from presage_scaler.clients.kube.scaler_lookup import CommandError
 from presage_scaler.clients.prometheus import PrometheusError
-from presage_scaler.controller.scaler_lookup import CommandError
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.tune.command import HELD_OUT_FAILED

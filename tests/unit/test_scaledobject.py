@@ -28,7 +28,7 @@ from presage_scaler.cli.scaledobject import (
     tolerance,
 )
 from presage_scaler.cli.scaledobject_command import from_file
-from presage_scaler.controller.scaler_lookup import CommandError
+from presage_scaler.clients.kube.scaler_lookup import CommandError
 
 
 def scaler(
