@@ -74,9 +74,9 @@ from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.clients.prometheus import PrometheusClientPool
 from presage_scaler.controller.app import ControllerOptions, running
 from presage_scaler.controller.predictive_scaler_controller import ScalerController
+from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.engine.evaluator import evaluate
 from presage_scaler.engine.policy import PolicyState
-from presage_scaler.engine.signals import PrometheusSignalSource
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries

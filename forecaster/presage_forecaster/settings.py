@@ -147,11 +147,12 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
     converters: dict[str, Callable[[str], object]] = {}
     for f in fields(Settings):
         flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":  # annotations are strings (from __future__ import annotations)
+        annotation = str(f.type)  # already a string (from __future__ import annotations)
+        if annotation == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=_HELP[f.name])
             converters[f.name] = _bool
         else:
-            kind: Callable[[str], object] = {"int": int, "float": float}.get(f.type, str)
+            kind: Callable[[str], object] = {"int": int, "float": float}.get(annotation, str)
             parser.add_argument(flag, type=kind, default=None, help=_HELP[f.name])
             converters[f.name] = kind
     args = parser.parse_args(argv)

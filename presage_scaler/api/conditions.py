@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from presage_scaler.api.schema import APIModel, Int64, Timestamp, field
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
-# Conditions are keyed by type, as in every Kubernetes API.
-CONDITION_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+# Conditions are keyed by type, as in every Kubernetes API (schema keywords for field(**CONDITION_LIST)).
+CONDITION_LIST: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 
 
 class Condition(APIModel):

@@ -5,12 +5,14 @@ and floors for duration fields.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from presage_scaler.api import quantities
 from presage_scaler.api.quantities import nanoseconds
 from presage_scaler.api.schema import Rule, cel_matches
 
-URL = {"pattern": r"^https?://", "maxLength": 2048}
+# Schema keywords for schema.field(**URL) (typed Any: they fill its **openapi, not its named parameters).
+URL: dict[str, Any] = {"pattern": r"^https?://", "maxLength": 2048}
 _NANOSECONDS_PER_DAY = nanoseconds(timedelta(days=1))
 
 

@@ -258,7 +258,7 @@ def field_extra(info: Any) -> Extra:
 @functools.cache
 def _declared_keys(model: type[BaseModel]) -> frozenset[str]:
     """Every field name and alias of ``model`` (a fixed set per class, so computed once)."""
-    return frozenset(key for name, info in model.model_fields.items() for key in (name, info.alias))
+    return frozenset(key for name, info in model.model_fields.items() for key in (name, info.alias) if key is not None)
 
 
 class APIModel(BaseModel):

@@ -131,7 +131,7 @@ LEVEL_CLIP = (0.5, 2.0)
 PEAK_WINDOW = timedelta(minutes=1)
 """The point forecast never goes below the peak of this last span: short, because a longer hold here
 would apply to every forecast, while calibration holds the 15-minute peak only where it pays
-(:data:`presage_scaler.engine.calibration.RECENT_PEAK`). Checked by ``benchmarks/bench_backtest.py``."""
+(:data:`presage_scaler.engine.calibration_readings.RECENT_PEAK`). Checked by ``benchmarks/bench_backtest.py``."""
 
 SEASONAL = "seasonal-naive"
 RECENT_LEVEL = "recent-level"
@@ -248,9 +248,10 @@ class _Hindcasts:
     """Per request, its rows ``[first, last)``."""
 
 
-def _answers(past: _Hindcasts, found: np.ndarray) -> Sequence[np.ndarray]:
+def _answers(past: _Hindcasts, found: np.ndarray) -> np.ndarray | list[np.ndarray]:
     """Per request, ``found`` (one value per usable origin, in order) at its usable origins of its
-    hindcast request, and NaN at the others."""
+    hindcast request, and NaN at the others: one row each of a matrix, or one array each (as
+    ``past.asked``)."""
     if isinstance(past.asked, np.ndarray):  # every request asked for as many: one matrix
         answers = np.full(past.asked.shape, np.nan)
         answers[past.asked] = found if len(found) else np.zeros(0)
@@ -272,7 +273,7 @@ def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence
         starts = np.broadcast_to(begins[:, np.newaxis], past.shape)
         usable = path.forecastable(starts, past) & (past <= ends[:, np.newaxis])
         rows = np.concatenate(([0], np.cumsum(usable.sum(axis=1))))
-        found = (starts[usable], past[usable], usable)
+        found: tuple[np.ndarray, np.ndarray, np.ndarray | list[np.ndarray]] = (starts[usable], past[usable], usable)
     else:
         pasts = [begin + np.asarray(origins, dtype=np.intp) for begin, origins in zip(begins, asked, strict=True)]
         firsts = [np.full(len(p), begin) for begin, p in zip(begins, pasts, strict=True)]
@@ -283,7 +284,9 @@ def _hindcasts(path: _Path, spans: Sequence[tuple[int, int]], requests: Sequence
             np.concatenate([p[m] for p, m in zip(pasts, masks, strict=True)]),
             masks,
         )
-    return _Hindcasts(*found, bounds=list(zip(rows[:-1].tolist(), rows[1:].tolist(), strict=True)))
+    found_starts, found_origins, found_asked = found
+    bounds = list(zip(rows[:-1].tolist(), rows[1:].tolist(), strict=True))
+    return _Hindcasts(found_starts, found_origins, found_asked, bounds=bounds)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from presage_scaler.api.predictive_scaler import PrometheusHeader
 from presage_scaler.backtest.command import PASSWORD_ENVIRONMENT
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.prometheus import Connection, TLSSettings
-from presage_scaler.engine.signals import basic_authorization
+from presage_scaler.clients.prometheus_connection import basic_authorization
 
 _FLAGS = {
     "header": "--header",

@@ -32,7 +32,7 @@ Every failure is a :class:`PrometheusError` whose ``reason`` is the CamelCase Ku
 condition reason to report.
 
 Each request carries a :class:`Connection`: headers (the Authorization header among them), resolved
-from a PredictiveScaler's Secrets (:func:`presage_scaler.engine.signals.resolve_connection`) or from
+from a PredictiveScaler's Secrets (:func:`presage_scaler.clients.prometheus_connection.resolve_connection`) or from
 ``presage backtest``'s flags, and TLS material (:class:`TLSSettings`), which decides the pooled session
 a request goes over (:class:`PrometheusClientPool`).
 

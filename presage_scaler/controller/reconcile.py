@@ -25,6 +25,7 @@ from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.backends.base import BackendError
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.kube.secrets import Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
 from presage_scaler.controller.advice_saving import advice_saving
 from presage_scaler.controller.conditions import (
@@ -43,8 +44,8 @@ from presage_scaler.controller.conditions import (
 from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
+from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.secrets import Secrets
 from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
@@ -54,7 +55,6 @@ from presage_scaler.engine.evaluator import EvaluationError, Recommendation, eva
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowLedger
-from presage_scaler.engine.signals import PrometheusSignalSource
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 

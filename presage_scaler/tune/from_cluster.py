@@ -17,8 +17,8 @@ from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS
 from presage_scaler.clients.kube.scaler_lookup import read_scaler
-from presage_scaler.controller.secrets import Secrets
-from presage_scaler.engine.signals import resolve_connection
+from presage_scaler.clients.kube.secrets import Secrets
+from presage_scaler.clients.prometheus_connection import resolve_connection
 from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.errors import TuneError
 

@@ -31,6 +31,7 @@ from presage_scaler.backtest.from_flags import _trace as trace_from_flags
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.kube.scaler_lookup import CommandError
+from presage_scaler.clients.kube.secrets import SecretError
 from presage_scaler.clients.prometheus import PrometheusError
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.engine.leadtime import HorizonError
@@ -50,6 +51,7 @@ ERRORS = (
     BackendError,
     PrometheusError,
     CommandError,
+    SecretError,
     EvaluationError,
     OSError,
 )

@@ -14,9 +14,9 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backends.timesfm import TimesFMClient
 from presage_scaler.clients.prometheus import PrometheusClientPool
+from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.engine.evaluator import evaluate
 from presage_scaler.engine.policy import PolicyState
-from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.forecaster import metric
 from tests.harness.prometheus import Series
 

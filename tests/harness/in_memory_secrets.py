@@ -1,5 +1,5 @@
 """Secrets held in memory, for unit tests of what presage makes of their values: a
-:class:`~presage_scaler.engine.signals.SecretSource` answering as the controller's reader does (the
+:class:`~presage_scaler.clients.prometheus_connection.SecretSource` answering as the controller's reader does (the
 same error for a missing Secret or key). Reading them from a real API server is tested in
 tests/integration/test_prometheus_connection.py."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from presage_scaler.api.reasons import Reason
-from presage_scaler.engine.evaluator import EvaluationError
+from presage_scaler.clients.kube.secrets import SecretError
 
 
 class InMemorySecrets:
@@ -22,9 +22,9 @@ class InMemorySecrets:
     async def __call__(self, name: str, keys: Sequence[str]) -> Mapping[str, bytes]:
         self.reads += 1
         if name not in self.secrets:
-            raise EvaluationError(Reason.SECRET_NOT_FOUND, f"Secret {self.namespace}/{name} does not exist")
+            raise SecretError(Reason.SECRET_NOT_FOUND, f"Secret {self.namespace}/{name} does not exist")
         data = self.secrets[name]
         missing = [key for key in keys if key not in data]
         if missing:
-            raise EvaluationError(Reason.SECRET_KEY_NOT_FOUND, f"Secret {self.namespace}/{name} has no key {missing}")
+            raise SecretError(Reason.SECRET_KEY_NOT_FOUND, f"Secret {self.namespace}/{name} has no key {missing}")
         return {key: data[key] for key in keys}

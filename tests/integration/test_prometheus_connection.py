@@ -24,11 +24,11 @@ from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.cli.main import main
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import KubeClient
+from presage_scaler.clients.kube.secrets import SecretError, Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, QueryFailed
 from presage_scaler.controller.app import running
-from presage_scaler.controller.secrets import Secrets
+from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.engine.evaluator import EvaluationError
-from presage_scaler.engine.signals import PrometheusSignalSource
 from tests.harness.certs import issue
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.kube import KubeControlPlane
@@ -234,12 +234,12 @@ async def test_secret_errors_name_the_secret_and_key(
     secrets = Secrets(kube)
     read = secrets.for_namespace(kube_namespace)
     assert await read("prom-basic", ["username", "password"]) == {"username": b"presage", "password": PASSWORD.encode()}
-    with pytest.raises(EvaluationError) as missing:
+    with pytest.raises(SecretError) as missing:
         await read("nope", ["token"])
     assert missing.value.reason == "SecretNotFound" and f"Secret {kube_namespace}/nope does not exist" in str(
         missing.value
     )
-    with pytest.raises(EvaluationError) as no_key:
+    with pytest.raises(SecretError) as no_key:
         await read("prom-basic", ["username", "pass"])
     assert no_key.value.reason == "SecretKeyNotFound"
     assert f"Secret {kube_namespace}/prom-basic has no key 'pass' (its keys: 'password', 'username')" in str(
@@ -261,7 +261,7 @@ async def test_secret_errors_name_the_secret_and_key(
     token = cluster.service_account_token(kube_namespace, "default")
     config = kube_config.from_kubeconfig(cluster.kubeconfig_for_token(token))
     async with KubeClient(config) as unprivileged:
-        with pytest.raises(EvaluationError) as forbidden:
+        with pytest.raises(SecretError) as forbidden:
             await Secrets(unprivileged).read(kube_namespace, "prom-basic", ["password"])
     assert forbidden.value.reason == "SecretForbidden"
     assert "secret-reader-role.yaml" in str(forbidden.value)

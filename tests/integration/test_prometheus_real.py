@@ -27,7 +27,7 @@ from presage_scaler.clients.prometheus import (
     TooManySeries,
     history_window,
 )
-from presage_scaler.engine.signals import resolve_connection
+from presage_scaler.clients.prometheus_connection import resolve_connection
 from tests.harness.certs import issue
 from tests.harness.fixtures_prometheus import PrometheusFactory
 from tests.harness.prometheus import PrometheusServer, Series

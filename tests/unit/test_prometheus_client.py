@@ -40,7 +40,7 @@ from presage_scaler.clients.prometheus import (
     fill_gaps,
     history_window,
 )
-from presage_scaler.engine.signals import resolve_connection
+from presage_scaler.clients.prometheus_connection import resolve_connection
 from tests.harness.in_memory_secrets import InMemorySecrets
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

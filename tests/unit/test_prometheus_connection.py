@@ -29,6 +29,7 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.cli.main import main
 from presage_scaler.clients import prometheus
 from presage_scaler.clients.kube.client import NotFound
+from presage_scaler.clients.kube.secrets import SecretError, Secrets
 from presage_scaler.clients.prometheus import (
     Connection,
     InvalidTLSMaterial,
@@ -37,9 +38,7 @@ from presage_scaler.clients.prometheus import (
     QueryFailed,
     TLSSettings,
 )
-from presage_scaler.controller.secrets import Secrets
-from presage_scaler.engine.evaluator import EvaluationError
-from presage_scaler.engine.signals import basic_authorization, resolve_connection
+from presage_scaler.clients.prometheus_connection import basic_authorization, resolve_connection
 from tests.harness.certs import Pem, issue
 from tests.harness.in_memory_secrets import InMemorySecrets
 from tests.harness.local_http import serving
@@ -213,7 +212,7 @@ async def test_headers_carry_the_secrets_values_trimmed_and_tls_the_pem_bytes():
     ],
 )
 async def test_a_secret_value_presage_cannot_use_names_the_secret_and_key(secrets, fields, reason, message):
-    with pytest.raises(EvaluationError) as caught:
+    with pytest.raises(SecretError) as caught:
         await resolve_connection(_query(**fields), InMemorySecrets(secrets))
     assert caught.value.reason == reason
     assert message in str(caught.value)
@@ -221,7 +220,7 @@ async def test_a_secret_value_presage_cannot_use_names_the_secret_and_key(secret
 
 
 async def test_without_a_secret_reader_a_query_naming_a_secret_is_unavailable():
-    with pytest.raises(EvaluationError) as caught:
+    with pytest.raises(SecretError) as caught:
         await resolve_connection(_query(tlsSecretRef={"name": "tls", "caKey": "ca.crt"}), None)
     assert caught.value.reason == Reason.SECRET_UNAVAILABLE
     assert "tlsSecretRef names Secret tls, but no Secret reader is configured" in str(caught.value)
@@ -416,7 +415,7 @@ async def test_one_read_serves_every_key_until_the_ttl_and_a_rotation_is_read_af
 
 
 async def test_a_full_cache_drops_the_values_past_their_ttl(monkeypatch):
-    monkeypatch.setattr("presage_scaler.controller.secrets.MAX_CACHED_VALUES", 4)
+    monkeypatch.setattr("presage_scaler.clients.kube.secrets.MAX_CACHED_VALUES", 4)
     api, now = _Api({"k": b"v"}), [0.0]
     secrets = Secrets(api, ttl_seconds=60, clock=lambda: now[0])  # type: ignore[arg-type]
     for name in ("a", "b", "c", "d"):
