@@ -1,25 +1,18 @@
-"""Signal data from Prometheus: the production :class:`~presage_scaler.engine.evaluator.SignalSource`,
-and how a :class:`~presage_scaler.api.predictive_scaler.PrometheusQuery` becomes the connection it
-declares (:func:`resolve_connection`), its Secrets read through a :class:`SecretSource`."""
+"""How a :class:`~presage_scaler.api.predictive_scaler.PrometheusQuery` becomes the connection it
+declares (:func:`resolve_connection`): its headers and TLS settings, its Secrets read through a
+:class:`SecretSource`. Every value that cannot be used is a :class:`SecretError` naming the Secret and key."""
 
 from __future__ import annotations
 
 import base64
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Protocol
 
 from presage_scaler.api.predictive_scaler import PrometheusQuery
 from presage_scaler.api.reasons import Reason
-from presage_scaler.clients.prometheus import (
-    Connection,
-    PrometheusClient,
-    PrometheusClientPool,
-    TLSSettings,
-    history_window,
-)
-from presage_scaler.engine.evaluator import EvaluationError, SignalRead, SignalSpec
+from presage_scaler.clients.kube.secrets import SecretError
+from presage_scaler.clients.prometheus import Connection, TLSSettings
 
 # What a header value may not hold: control characters other than a tab (a line break would end the header).
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -27,7 +20,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 class SecretSource(Protocol):
     """Reads keys of a Secret by name, in the scaler's own namespace (the controller binds it), raising
-    :class:`EvaluationError` (SecretNotFound, SecretKeyNotFound, SecretForbidden, ...) naming it."""
+    :class:`SecretError` (SecretNotFound, SecretKeyNotFound, SecretForbidden, ...) naming it."""
 
     namespace: str
 
@@ -45,7 +38,7 @@ class _Secrets:
 
     async def values(self, name: str, keys: Sequence[str], field: str) -> Mapping[str, bytes]:
         if self._read is None:
-            raise EvaluationError(
+            raise SecretError(
                 Reason.SECRET_UNAVAILABLE, f"{field} names {self.where(name)}, but no Secret reader is configured"
             )
         return await self._read(name, keys)
@@ -67,13 +60,13 @@ class _Secrets:
         if problem is None and not value and not allow_empty:
             problem = "is empty"
         if problem is not None:
-            raise EvaluationError(Reason.SECRET_INVALID, f"{self.where(name)} key {key!r} ({field}) {problem}")
+            raise SecretError(Reason.SECRET_INVALID, f"{self.where(name)} key {key!r} ({field}) {problem}")
         return value
 
 
 async def resolve_connection(query: PrometheusQuery, read: SecretSource | None) -> Connection:
     """The headers and TLS settings ``query`` declares, its Secrets read with ``read`` (None: a query that
-    names a Secret fails with SecretUnavailable). Raises :class:`EvaluationError` naming the Secret and key
+    names a Secret fails with SecretUnavailable). Raises :class:`SecretError` naming the Secret and key
     whose value cannot be used; TLS material is checked when a connection is made from it
     (:class:`~presage_scaler.clients.prometheus.InvalidTLSMaterial`)."""
     secrets = _Secrets(read)
@@ -89,7 +82,7 @@ async def resolve_connection(query: PrometheusQuery, read: SecretSource | None) 
         user = secrets.decode(basic.name, keys[0], "basicAuthSecretRef.usernameKey", raw[keys[0]], allow_empty=False)
         password = secrets.decode(basic.name, keys[1], "basicAuthSecretRef.passwordKey", raw[keys[1]])
         if ":" in user:
-            raise EvaluationError(
+            raise SecretError(
                 Reason.SECRET_INVALID,
                 f"{secrets.where(basic.name)} key {basic.username_key!r} (basicAuthSecretRef.usernameKey) holds a "
                 "colon, which basic authentication cannot send in a username",
@@ -126,26 +119,3 @@ async def _tls(query: PrometheusQuery, secrets: _Secrets) -> TLSSettings:
 def basic_authorization(user: str, password: str) -> str:
     """The Authorization header value of HTTP basic authentication (RFC 7617, UTF-8)."""
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
-class PrometheusSignalSource:
-    """Range and instant queries for one scaler, through a shared pool of clients."""
-
-    def __init__(self, pool: PrometheusClientPool, read_secret: SecretSource | None = None) -> None:
-        self._pool = pool
-        self._read_secret = read_secret
-
-    async def _client(self, query: PrometheusQuery) -> PrometheusClient:
-        return self._pool.get(query.address, await resolve_connection(query, self._read_secret))
-
-    async def range(self, signal: SignalSpec, now: datetime, max_points: int | None) -> SignalRead:
-        """The signal's history window ending at ``now`` (aligned to its resolution)."""
-        start, end = history_window(signal.history, signal.resolution, max_points, now)
-        client = await self._client(signal.query)
-        series = await client.query_range(signal.query.query, start, end, signal.resolution)
-        return SignalRead(series.history(), series.gap_steps, series.trailing_gap_steps)
-
-    async def instant(self, query: PrometheusQuery, now: datetime) -> float:
-        """The single value of an instant query at ``now``."""
-        client = await self._client(query)
-        return await client.query_instant(query.query, now)

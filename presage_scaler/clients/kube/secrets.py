@@ -7,7 +7,9 @@ tenant's Secret. Values are cached briefly so a thousand scalers sharing a Secre
 thousand times a minute, yet a rotated password, token or certificate is picked up within the TTL. One read
 of a Secret serves every key asked for at once (a username and a password, a CA, a certificate and a key).
 Only the keys asked for are kept, as bytes; what they mean (text, PEM) is
-:func:`presage_scaler.engine.signals.resolve_connection`'s to check.
+:func:`presage_scaler.clients.prometheus_connection.resolve_connection`'s to check. Every failure is a
+:class:`SecretError` whose reason is the condition reason to report (the controller reports it as the
+evaluation's).
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from collections.abc import Callable, Sequence
 
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import ApiError, Forbidden, KubeClient, NotFound, Resource
-from presage_scaler.engine.evaluator import EvaluationError
 
 SECRETS = Resource("", "v1", "secrets", True, "Secret")
+
+
+class SecretError(Exception):
+    """A Secret value that cannot be read or used; ``reason`` is its condition reason (SecretNotFound, ...)."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason = Reason(reason)  # a reason outside the vocabulary fails here, where it is written
+        self.message = message
+
 
 MAX_CACHED_VALUES = 4096
 """Past this many cached values, adding one first drops those past their TTL (deleted scalers' Secrets)."""
@@ -42,7 +53,7 @@ class Secrets:
         return NamespaceSecrets(self, namespace)
 
     async def read(self, namespace: str, name: str, keys: Sequence[str]) -> dict[str, bytes]:
-        """The values of ``keys`` of Secret ``namespace/name``; raises :class:`EvaluationError` with
+        """The values of ``keys`` of Secret ``namespace/name``; raises :class:`SecretError` with
         SecretNotFound, SecretForbidden, SecretUnavailable or SecretKeyNotFound, naming the Secret and key."""
         now = self._clock()
         cached = {key: self._cache.get((namespace, name, key)) for key in keys}
@@ -52,7 +63,7 @@ class Secrets:
         missing = [key for key in keys if key not in data]
         if missing:
             present = ", ".join(sorted(repr(key) for key in data)) or "none"
-            raise EvaluationError(
+            raise SecretError(
                 Reason.SECRET_KEY_NOT_FOUND,
                 f"Secret {namespace}/{name} has no key {', '.join(map(repr, missing))} (its keys: {present})",
             )
@@ -68,15 +79,15 @@ class Secrets:
         try:
             secret = await self._client.get(SECRETS, namespace, name)
         except NotFound as exc:
-            raise EvaluationError(Reason.SECRET_NOT_FOUND, f"{where} does not exist") from exc
+            raise SecretError(Reason.SECRET_NOT_FOUND, f"{where} does not exist") from exc
         except Forbidden as exc:
-            raise EvaluationError(
+            raise SecretError(
                 Reason.SECRET_FORBIDDEN,
                 f"presage may not read {where}; grant its ServiceAccount get on that Secret "
                 "(a Role with resourceNames, see manifests/examples/secret-reader-role.yaml)",
             ) from exc
         except ApiError as exc:
-            raise EvaluationError(Reason.SECRET_UNAVAILABLE, f"reading {where}: {exc}") from exc
+            raise SecretError(Reason.SECRET_UNAVAILABLE, f"reading {where}: {exc}") from exc
         data = secret.get("data")
         return data if isinstance(data, dict) else {}
 
@@ -87,13 +98,13 @@ def _decoded(encoded: object, namespace: str, name: str, key: str) -> bytes:
             raise ValueError(f"not a string but {type(encoded).__name__}")
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise EvaluationError(
+        raise SecretError(
             Reason.SECRET_INVALID, f"Secret {namespace}/{name} key {key!r} is not base64 data: {exc}"
         ) from exc
 
 
 class NamespaceSecrets:
-    """A :class:`~presage_scaler.engine.signals.SecretSource` fixed to one namespace."""
+    """A :class:`~presage_scaler.clients.prometheus_connection.SecretSource` fixed to one namespace."""
 
     def __init__(self, secrets: Secrets, namespace: str) -> None:
         self._secrets = secrets
