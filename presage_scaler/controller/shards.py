@@ -1,10 +1,10 @@
 """Sharded evaluation: N replicas split the scalers, and each scaler is evaluated by one replica.
 
-A scaler belongs to shard :func:`shard_of` (a stable hash of namespace/name, the same in every
-replica and every release). Each shard is a Lease, ``<lease>-shard-<i>``, taken and renewed by
-:class:`~presage_scaler.clients.kube.leader.LeaderElector`'s rules, so no two replicas ever hold
-one at once; a replica evaluates a scaler, and writes its status, only while it holds that scaler's
-shard.
+A scaler belongs to shard :func:`~presage_scaler.api.sharding.shard_of` (a stable hash of
+namespace/name, the same in every replica and every release). Each shard is a Lease,
+``<lease>-shard-<i>``, taken and renewed by :class:`~presage_scaler.clients.kube.leader.LeaderElector`'s
+rules, so no two replicas ever hold one at once; a replica evaluates a scaler, and writes its
+status, only while it holds that scaler's shard.
 
 Balance: every replica renews a membership Lease (``<lease>-member-<identity>``, labelled
 :data:`MEMBERSHIP_LABEL`), and takes a shard only while it holds fewer than its fair share,
@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from presage_scaler.api.sharding import shard_of
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, KubeClient, NotFound
 from presage_scaler.clients.kube.leader import LEASES, LeaderElector, micro_time
 
@@ -37,12 +38,6 @@ MEMBERSHIP_LABEL = "scaling.presage.sh/membership"
 """Label of membership Leases; its value is the base Lease name the replicas share."""
 FORGOTTEN_AFTER = 4
 """Lease durations after which a membership Lease nobody renews is deleted."""
-
-
-def shard_of(namespace: str, name: str, shards: int) -> int:
-    """The shard of the scaler ``namespace/name``: stable across processes (unlike ``hash()``)."""
-    digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % shards
 
 
 def shard_lease_name(base: str, shard: int) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceSpec
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.api.sharding import shard_of
 from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
@@ -39,7 +40,6 @@ from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
-from presage_scaler.controller.shards import shard_of
 from presage_scaler.tune.advice import Advice, Verdict, advise
 from presage_scaler.tune.advice_status import advice_status, failed_status
 from presage_scaler.tune.errors import HistoryTooShort, TuneError

@@ -11,8 +11,8 @@ import time
 import pytest
 import yaml
 
+from presage_scaler.api.sharding import shard_of
 from presage_scaler.controller.app import ControllerOptions, running
-from presage_scaler.controller.shards import shard_of
 from tests.harness.helm import CHART, IMAGE_FLAGS, Helm, ensure_helm
 from tests.harness.presage_cluster import (
     apply,

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from collections import Counter
 
-from presage_scaler.controller.shards import member_lease_name, shard_of
+from presage_scaler.api.sharding import shard_of
+from presage_scaler.controller.shards import member_lease_name
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -17,7 +18,7 @@ def test_a_scalers_shard_is_the_same_in_every_process_and_release():
     # Pinned: a changed hash would move every scaler to another shard on upgrade.
     assert [shard_of("shop", f"web-{k}", 4) for k in range(12)] == [1, 3, 2, 1, 2, 0, 0, 2, 0, 2, 0, 3]
     # And not hash(), which is salted per process: another process with another seed agrees.
-    program = "from presage_scaler.controller.shards import shard_of; print(shard_of('shop', 'web-1', 4))"
+    program = "from presage_scaler.api.sharding import shard_of; print(shard_of('shop', 'web-1', 4))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "3"
