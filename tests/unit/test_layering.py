@@ -1,4 +1,5 @@
-"""The packages' import direction: each package imports only the packages below it.
+"""The packages' import direction: each package imports only the packages below it, and never one
+that :data:`FORBIDDEN` names.
 
 Read from the source (every ``import`` and ``from ... import``, including those inside functions),
 so an upward import anywhere fails here, not in a review.
@@ -17,14 +18,14 @@ ROOT = Path(presage_scaler.__file__).parent
 BELOW: dict[str, set[str]] = {
     # the commands
     "cli": {"tune", "backtest", "controller", "serving", "observability", "engine", "clients", "backends", "api"},
-    "tune": {"backtest", "controller", "engine", "clients", "backends", "series", "api"},
+    "tune": {"backtest", "engine", "clients", "backends", "series", "api"},
     "backtest": {"engine", "clients", "backends", "series", "api"},
     # the service: the controller decides and writes; serving answers KEDA and Agones from the store
     "controller": {"serving", "observability", "engine", "clients", "backends", "series", "api"},
     "serving": {"observability", "api", "proto_gen"},
     "observability": {"api"},
     # the domain and what it reads through
-    "engine": {"clients", "backends", "series", "api"},
+    "engine": {"backends", "series", "api"},
     "clients": {"backends", "series", "api"},
     "backends": {"series", "api"},
     "series": set(),
@@ -32,6 +33,19 @@ BELOW: dict[str, set[str]] = {
     "proto_gen": set(),
 }
 """What each package may import (beside itself)."""
+
+FORBIDDEN: dict[tuple[str, str], str] = {
+    ("engine", "clients"): (
+        "the engine decides from plain values and reads signals through its SignalSource protocol; "
+        "what speaks HTTP or Kubernetes is an edge (clients/, or the controller's prometheus_signals.py)"
+    ),
+    ("tune", "controller"): (
+        "presage tune and presage advise run without the controller; what they share with it "
+        "(kinds, read_scaler, Secrets, shard_of) lives below both, in api/ or clients/"
+    ),
+}
+"""Imports that stay out even though the layers would allow them, each with why (as kopf's
+forbidden import contracts)."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -73,6 +87,13 @@ def test_imports_point_downward_only():
         f"{src} -> {dst}": sorted(where) for (src, dst), where in _edges().items() if dst not in BELOW.get(src, set())
     }
     assert upward == {}
+
+
+def test_forbidden_imports_stay_out():
+    edges = _edges()
+    for (src, dst), why in FORBIDDEN.items():
+        assert dst not in BELOW[src], f"{src} may not import {dst}: {why}"
+        assert (src, dst) not in edges, f"{src} imports {dst} in {sorted(edges[(src, dst)])}: {why}"
 
 
 def test_metrics_and_serving_import_no_domain_code():
