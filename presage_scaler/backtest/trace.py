@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.frequencies import to_offset
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.errors import BacktestError
@@ -89,16 +91,18 @@ def _timestamps(texts: pd.Series, where: pd.Series) -> pd.Series:
     if seconds.notna().all():
         outside = ~seconds.between(*_UNIX_RANGE)
         if outside.any():
-            first = outside.idxmax()
+            first = outside.argmax()  # a position: texts, where and seconds share one index
             raise BacktestError(
-                f"{where[first]}: {texts[first]!r} is not a time between the years 1 and 9999 in Unix seconds"
-                + _finer_unit_hint(float(seconds[first]))
+                f"{where.iloc[first]}: {texts.iloc[first]!r} is not a time between the years 1 and 9999 in Unix "
+                "seconds" + _finer_unit_hint(float(seconds.iloc[first]))
             )
         return pd.to_datetime(seconds, unit="s", utc=True)
     times = pd.to_datetime(texts, format="ISO8601", utc=True, errors="coerce")
     if times.isna().any():
-        first = times.isna().idxmax()
-        raise BacktestError(f"{where[first]}: cannot read a timestamp from {texts[first]!r} (ISO-8601 or Unix seconds)")
+        first = times.isna().argmax()
+        raise BacktestError(
+            f"{where.iloc[first]}: cannot read a timestamp from {texts.iloc[first]!r} (ISO-8601 or Unix seconds)"
+        )
     return times
 
 
@@ -157,11 +161,12 @@ def _samples(path: Path) -> tuple[pd.Series, pd.Series, timedelta]:
     values = pd.to_numeric(rows[VALUE_COLUMN], errors="coerce").replace([np.inf, -np.inf], np.nan)
     negative = values < 0
     if negative.any():
-        first = negative.idxmax()
+        first = negative.argmax()  # a position: rows, where, times and values share one index
         raise BacktestError(
-            f"{where[first]}: demand {values[first]:g} is negative; a trace holds demand, which is never below 0"
+            f"{where.iloc[first]}: demand {values.iloc[first]:g} is negative; a trace holds demand, which is never "
+            "below 0"
         )
-    written = rows[time_column][times.idxmin()]
+    written = rows[time_column].iloc[times.argmin()]
     offset = pd.Timestamp(written).utcoffset() if pd.isna(pd.to_numeric(written, errors="coerce")) else None
     return times, values, offset or timedelta(0)
 
@@ -203,13 +208,14 @@ def on_grid(
     grid_step = pd.Timedelta(step) if step is not None else spacings[spacings == spacings.max()].index.min()
     off_grid = (moments - moments.iloc[0]) % grid_step != pd.Timedelta(0)
     if off_grid.any():
-        typical = _likely_step(differences.median().to_pytimedelta())
+        # moments come from a DatetimeIndex: their differences are Timedeltas.
+        typical = _likely_step(cast(pd.Timedelta, differences.median()).to_pytimedelta())
         raise BacktestError(
             f"{source}: timestamp {_shown(moments[off_grid].iloc[0], offset).isoformat()} is not on the "
             f"{grid_step.total_seconds():g}s grid of the trace; to move every row to the nearest point of a "
             f"regular grid (averaging rows that meet), pass --resample {format_duration(typical)}"
         )
-    grid = samples.asfreq(grid_step).to_numpy(dtype=np.float64)
+    grid = samples.asfreq(to_offset(grid_step)).to_numpy(dtype=np.float64)
     gaps = ~np.isfinite(grid)
     if gaps.all():
         raise BacktestError(f"{source}: no numeric values in the {VALUE_COLUMN!r} column")

@@ -508,7 +508,8 @@ class PrometheusClient:
             _require_aware(at, "at")
             params["time"] = _unix(at)
         data = await self._api("/api/v1/query", params)
-        result_type, result = data.get("resultType"), data.get("result")
+        result_type = data.get("resultType")
+        result: Any = data.get("result")  # decoded JSON, None included: _malformed reports a wrong shape
         with _malformed(query):
             if result_type == "scalar":
                 text = result[1]
