@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from presage_scaler.api.forecast_backend import ForecastBackendSpec, ForecastBackendStatus
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.schema import APIModel
 
 GROUP = "scaling.presage.sh"

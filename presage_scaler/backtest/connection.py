@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import PrometheusHeader
+from presage_scaler.api.prometheus_query import PrometheusHeader
 from presage_scaler.backtest.command import PASSWORD_ENVIRONMENT
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.prometheus import Connection, TLSSettings

@@ -1,4 +1,4 @@
-"""How a :class:`~presage_scaler.api.predictive_scaler.PrometheusQuery` becomes the connection it
+"""How a :class:`~presage_scaler.api.prometheus_query.PrometheusQuery` becomes the connection it
 declares (:func:`resolve_connection`): its headers and TLS settings, its Secrets read through a
 :class:`SecretSource`. Every value that cannot be used is a :class:`SecretError` naming the Secret and key."""
 
@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from presage_scaler.api.predictive_scaler import PrometheusQuery
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.secrets import SecretError
 from presage_scaler.clients.prometheus import Connection, TLSSettings

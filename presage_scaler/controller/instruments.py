@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import partial
 
 from presage_scaler.api.constraints import FORECAST
-from presage_scaler.api.predictive_scaler import PrometheusQuery
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.quantities import plain_number
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, ModelIdentity
 from presage_scaler.engine.evaluator import Recommendation, SignalRead, SignalSource, SignalSpec

@@ -11,7 +11,8 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import JSON
 from presage_scaler.controller.status_cadence import WrittenStatus, degraded, forecast_time

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from presage_scaler.api.predictive_scaler import PrometheusQuery
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.clients.kube.secrets import SecretError
 from presage_scaler.clients.prometheus import PrometheusClient, PrometheusClientPool, history_window
 from presage_scaler.clients.prometheus_connection import SecretSource, resolve_connection

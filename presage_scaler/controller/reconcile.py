@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from presage_scaler.api.conditions import Condition
-from presage_scaler.api.predictive_scaler import AgonesFleetTarget, PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import AgonesFleetTarget, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.backends.base import BackendError

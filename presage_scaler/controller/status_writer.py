@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.clients.kube.client import JSON, ApiError, Conflict, Fenced, KubeClient, NotFound
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from presage_scaler.controller.predictive_scaler_objects import Key, status_of

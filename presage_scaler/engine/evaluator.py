@@ -32,17 +32,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from presage_scaler.api.predictive_scaler import (
-    SINGLE_SIGNAL,
-    CapacitySpec,
+from presage_scaler.api.predictive_scaler import SINGLE_SIGNAL, CapacitySpec, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import (
     LastForecast,
-    PredictiveScalerSpec,
-    PrometheusQuery,
     RecommendationBreakdown,
     SignalStatus,
     SizedBy,
     WindowCalibration,
 )
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity

@@ -34,10 +34,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from presage_scaler.api.predictive_scaler import (
+from presage_scaler.api.predictive_scaler import PolicySpec
+from presage_scaler.api.predictive_scaler_status import (
     SHADOW_HOURS,
     SHADOW_MAX_PENDING,
-    PolicySpec,
     ShadowBucket,
     ShadowPrediction,
     ShadowStatus,

@@ -28,7 +28,8 @@ import yaml
 from pydantic import ValidationError
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.serving_contract import SCALER_KEY
 from presage_scaler.engine.adjustments import planned_adjustments
 from presage_scaler.engine.leadtime import HorizonError

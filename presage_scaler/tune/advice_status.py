@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from presage_scaler.api.predictive_scaler import AdviceStatus
+from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.tune.advice import Advice
 from presage_scaler.tune.knobs import Knobs

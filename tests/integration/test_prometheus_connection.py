@@ -20,7 +20,7 @@ import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.predictive_scaler import PrometheusQuery
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.cli.main import main
 from presage_scaler.clients.kube import config as kube_config
 from presage_scaler.clients.kube.client import KubeClient

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from presage_scaler.api.predictive_scaler import PrometheusQuery
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.clients.prometheus import (
     Connection,
     NoData,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from presage_scaler.api.predictive_scaler import AdviceStatus
+from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.controller.advice_saving import APPLIED, advice_saving, holds_patch
 
 SPEC: dict[str, Any] = {

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import AdviceStatus, PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.tune.advice import Verdict, advise
 from presage_scaler.tune.advice_status import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff

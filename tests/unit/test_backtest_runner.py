@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from presage_scaler.api.predictive_scaler import PredictiveScalerStatus, PrometheusQuery
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.backends.base import Forecast, ForecastRequest, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, scaler_spec

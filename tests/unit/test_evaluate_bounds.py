@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PrometheusQuery
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.engine.evaluator import MAX_HISTORY_POINTS, Recommendation, SignalRead, SignalSpec, evaluate

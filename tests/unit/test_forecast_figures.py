@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from presage_scaler.api.predictive_scaler import LastForecast
+from presage_scaler.api.predictive_scaler_status import LastForecast
 from presage_scaler.api.quantities import format_significant
 
 

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 import presage_scaler
 from presage_scaler.api.parse import parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, PrometheusQuery
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.reasons import FAILURES, Reason
 from presage_scaler.backends.base import (
     BackendError,

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from presage_scaler.api.predictive_scaler import PredictiveScalerStatus
+from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.controller.predictive_scaler_objects import ScalerEntry, SpecCache, compact, status_of
 from presage_scaler.engine.evaluator import EvaluationError
 

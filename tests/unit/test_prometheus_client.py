@@ -21,7 +21,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from presage_scaler.api.predictive_scaler import PrometheusQuery, SecretKeyRef
+from presage_scaler.api.prometheus_query import PrometheusQuery, SecretKeyRef
 from presage_scaler.backends.base import History
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
 from presage_scaler.clients.prometheus import (

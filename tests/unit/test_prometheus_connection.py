@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from presage_scaler.api.parse import SpecError, parse
-from presage_scaler.api.predictive_scaler import RESERVED_HEADERS, PredictiveScalerSpec, PrometheusQuery
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.prometheus_query import RESERVED_HEADERS, PrometheusQuery
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backtest.command import add_connection_arguments
 from presage_scaler.backtest.connection_flags import connection_flags, connection_from_flags

@@ -9,13 +9,9 @@ import numpy as np
 import pytest
 
 from presage_scaler.api.parse import parse
-from presage_scaler.api.predictive_scaler import (
-    SHADOW_MAX_PENDING,
-    PredictiveScalerSpec,
-    PredictiveScalerStatus,
-    PrometheusQuery,
-    ShadowStatus,
-)
+from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.predictive_scaler_status import SHADOW_MAX_PENDING, PredictiveScalerStatus, ShadowStatus
+from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.backends.base import Forecast, History, ModelIdentity
 from presage_scaler.clients.prometheus import history_window
 from presage_scaler.engine.evaluator import SignalData, SignalSpec, decide
