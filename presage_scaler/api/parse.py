@@ -40,8 +40,9 @@ def _message(error: Mapping[str, Any]) -> str:
     return f"{quote(error.get('input'))}: {error['msg'][0].lower()}{error['msg'][1:]}"
 
 
-def parse(model: type[M], data: Mapping[str, Any] | None, *, path: str = "spec") -> M:
-    """Validate ``data`` as ``model``; on failure raise :class:`SpecError` naming every bad field.
+def parse(model: type[M], data: object, *, path: str = "spec") -> M:
+    """Validate ``data`` (decoded JSON of any shape; None for an empty object) as ``model``; on failure
+    raise :class:`SpecError` naming every bad field.
 
     >>> parse(PolicySpec, {"maxReplicas": 3, "headroom": "-5%"}, path="spec.policy")
     SpecError: spec.policy.headroom: "-5%" is not a non-negative percentage

@@ -72,7 +72,7 @@ def constraint_shares(record: PresageRecord, report_from_step: int) -> dict[str,
 def _sentence(constraint: str, policy: PolicySpec) -> str:
     guard = policy.scale_down_uncertainty_guard
     stabilization = policy.stabilization
-    reasons = {
+    reasons: dict[str, str] = {  # keyed by name: a Constraint is its string (a StrEnum)
         Constraint.FORECAST_UNCERTAINTY: (
             f"this signal is too noisy for maxRelativeSpread {guard.max_relative_spread:g}, so capacity is held at its "
             "peaks; a larger maxRelativeSpread (or the guard disabled) releases it, at the risk the guard exists for"

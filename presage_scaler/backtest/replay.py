@@ -17,7 +17,7 @@ ahead in chunks of upcoming decisions, apart from the decisions themselves: one 
 chunk (a model server sees batches, not single requests), and each window in a chunk still ends at
 its own decision. When the backend answered the hindcasts
 (SeasonalNaive), calibration needs no state either, and the chunk's sizing windows are calibrated in
-one vectorised pass (:func:`presage_scaler.engine.calibration.calibrated_windows`, which production calls with
+one vectorised pass (:func:`presage_scaler.engine.calibration_windows.calibrated_windows`, which production calls with
 a chunk of one); otherwise each decision calibrates from the state the previous one left.
 """
 
@@ -37,14 +37,7 @@ from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, His
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.memory import CHUNK_BYTES
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.engine.calibration import (
-    BAND_LEVELS,
-    CalibratedWindows,
-    CalibrationState,
-    answered,
-    answered_together,
-    calibrated_windows,
-)
+from presage_scaler.engine.calibration_windows import CalibratedWindows, calibrated_windows
 from presage_scaler.engine.evaluator import (
     SignalData,
     SignalSpec,
@@ -56,6 +49,7 @@ from presage_scaler.engine.evaluator import (
     sizing_window,
 )
 from presage_scaler.engine.leadtime import LeadTime, resolve_horizon
+from presage_scaler.engine.past_forecasts import BAND_LEVELS, CalibrationState, answered, answered_together
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.series.timegrid import align_down, steps_for
 

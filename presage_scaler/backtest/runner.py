@@ -61,7 +61,7 @@ PRE_ROLL = timedelta(days=1)
 """How long before the measured part the policies start deciding. Decisions before that would never
 be measured, and by then each policy's state (a scale-down window, a rate limit, the HPA's
 stabilization) has long settled, and a calibration that scores its own forecasts (a model server's)
-has a day of them, all it reads (:data:`presage_scaler.engine.calibration.SPAN`). A forecast still sees
+has a day of them, all it reads (:data:`presage_scaler.engine.past_forecasts.SPAN`). A forecast still sees
 the whole history before it. ``benchmarks/bench_backtest.py`` measures the policies so started."""
 
 Progress = Callable[[str, int, int], None]

@@ -37,7 +37,7 @@ class BackendEntry:
     obj: JSON
     generation: int
     backend: ProbedBackend | None
-    problem: tuple[str, str] | None = None  # (reason, message) while not usable
+    problem: tuple[Reason, str] | None = None  # (reason, message) while not usable
     model: str | None = None
     probed_generation: int | None = None
 

@@ -83,7 +83,7 @@ class ScalerEntry:
         self._held = False
         self.vouched = None
         self._status_json = status_json
-        self._written_hash = hash(status_json)
+        self._written_hash: int = hash(status_json)
         self._written: WrittenStatus | None = None  # read when first needed: only the scaler's evaluator does
 
     def accept(self, written: JSON) -> None:
@@ -166,7 +166,9 @@ class SpecCache:
 
     def parsed(self, meta: JSON, spec: Callable[[], object]) -> PredictiveScalerSpec:
         """The spec of the object ``meta`` describes, ``spec()`` parsed when its generation is new here."""
-        uid, generation = meta.get("uid", meta["name"]), int(meta.get("generation") or 0)
+        name: str = meta["name"]
+        uid: str = meta.get("uid", name)
+        generation = int(meta.get("generation") or 0)
         cached = self._items.get(uid)
         if cached is None or cached[0] != generation:
             try:

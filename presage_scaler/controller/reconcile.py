@@ -51,9 +51,9 @@ from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, re
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.engine.adjustments import spec_adjustments
-from presage_scaler.engine.calibration import CalibrationState
 from presage_scaler.engine.evaluator import EvaluationError, Recommendation, evaluate
 from presage_scaler.engine.leadtime import HorizonError
+from presage_scaler.engine.past_forecasts import CalibrationState
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.observability.metrics import ScalerMetrics

@@ -94,7 +94,8 @@ class WatchedReplicas:
     async def _may_list(self, resource: Resource) -> bool:
         """False, said once, when presage is forbidden to list ``resource``; any other failure is
         the informer's to retry."""
-        for namespace in self._namespaces or [None]:
+        scopes: Sequence[str | None] = self._namespaces or [None]  # None: every namespace
+        for namespace in scopes:
             try:
                 async for _ in self._client.pages(resource, namespace, page_size=1):
                     break  # one object is enough to know the list is allowed

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import math
@@ -188,9 +189,9 @@ class ShardElection:
                 lease_duration=lease_duration,
                 renew_deadline=renew_deadline,
                 retry_period=retry_period,
-                on_change=lambda leading, shard=shard: self._changed(shard, leading),
+                on_change=functools.partial(self._changed, shard),
                 may_acquire=self._below_share,
-                annotate=None if annotate is None else lambda shard=shard: annotate(shard),
+                annotate=None if annotate is None else functools.partial(annotate, shard),
                 observe=observe,
             )
             for shard in range(shards)

@@ -44,17 +44,11 @@ from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, History, ModelIdentity
-from presage_scaler.engine.calibration import (
-    BAND_LEVELS,
-    LEVEL,
-    YESTERDAY,
-    CalibrationState,
-    SignalForecasts,
-    WindowForecast,
-    calibrate,
-    hindcast_request,
-)
+from presage_scaler.engine.calibration import calibrate
+from presage_scaler.engine.calibration_blend import LEVEL, YESTERDAY
+from presage_scaler.engine.calibration_windows import WindowForecast
 from presage_scaler.engine.leadtime import LeadTime, resolve_horizon, resolve_lead_time
+from presage_scaler.engine.past_forecasts import BAND_LEVELS, CalibrationState, SignalForecasts, hindcast_request
 from presage_scaler.engine.policy import Decision, PolicyState, SignalInput
 from presage_scaler.engine.policy import decide as policy_decide
 from presage_scaler.series.timegrid import align_down, steps_for

@@ -233,12 +233,13 @@ async def serve_http(
     tls: TLSFiles | None = None,
     ready: Readiness = lambda: True,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    grace: float = 5.0,
+    grace: int = 5,
     limits: HttpLimits = DEFAULT_LIMITS,
 ) -> HttpServer:
     """Serve the webhook port: bind ``host:port`` (``port=0`` picks a free one; a taken port raises
     OSError at once), start serving on the running loop and return once the server accepts
-    connections. ``limits`` bound what clients may cost (:class:`HttpLimits`)."""
+    connections. ``limits`` bound what clients may cost (:class:`HttpLimits`); ``grace`` is how many
+    whole seconds uvicorn lets in-flight requests finish once told to stop."""
     app = build_app(store, metrics, ready=ready, now=now, limits=limits)
     return await _serve(app, "http", host, port, tls, grace, limits)
 
@@ -249,7 +250,7 @@ async def serve_health(
     port: int = DEFAULT_HEALTH_PORT,
     host: str = "0.0.0.0",
     ready: Readiness = lambda: True,
-    grace: float = 5.0,
+    grace: int = 5,
     limits: HttpLimits = DEFAULT_LIMITS,
 ) -> HttpServer:
     """Serve the health port (``/healthz``, ``/readyz``, ``/metrics``, plain HTTP) as :func:`serve_http`
@@ -258,7 +259,7 @@ async def serve_health(
 
 
 async def _serve(
-    app: Starlette, name: str, host: str, port: int, tls: TLSFiles | None, grace: float, limits: HttpLimits
+    app: Starlette, name: str, host: str, port: int, tls: TLSFiles | None, grace: int, limits: HttpLimits
 ) -> HttpServer:
     sock = _bind(host, port)
     connections = ListenerConnections(limits)
@@ -270,7 +271,7 @@ async def _serve(
         access_log=False,
         lifespan="off",
         backlog=ACCEPTS_PER_TURN,
-        timeout_graceful_shutdown=grace,
+        timeout_graceful_shutdown=grace,  # whole seconds, as uvicorn declares it
         ssl_certfile=str(tls.cert) if tls else None,
         ssl_keyfile=str(tls.key) if tls else None,
     )

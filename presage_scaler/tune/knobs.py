@@ -17,7 +17,7 @@ from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import Amount, format_duration, format_quantile, plain_number
-from presage_scaler.engine.calibration import SPAN
+from presage_scaler.engine.past_forecasts import SPAN
 from presage_scaler.tune.errors import TuneError
 
 

@@ -48,7 +48,7 @@ class Forecasts:
 
     def lower(self, target: float, scale_down: float) -> np.ndarray:
         """Per decision, the scaleDownQuantile value the guard compares with the targetQuantile value
-        (:meth:`presage_scaler.engine.calibration.WindowForecast.lower`)."""
+        (:meth:`presage_scaler.engine.calibration_windows.WindowForecast.lower`)."""
         at = self.levels.index
         return self.bands[:, at(scale_down)] + self.windows[:, at(target)] - self.bands[:, at(target)]
 

@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -65,6 +65,10 @@ def rate_bound(count: int, confidence: float = CONFIDENCE) -> float:
     """The upper ``confidence`` bound of a Poisson rate of which ``count`` (≥ 0) events were seen."""
     n = count + 1
     return n * (1.0 - 1.0 / (9.0 * n) + _z(confidence) / (3.0 * math.sqrt(n))) ** 3
+
+
+FiguresRecord: TypeAlias = dict[str, "float | int | FiguresRecord | None"]
+""":meth:`Figures.as_dict`: each figure by name, the recent part's nested."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,8 @@ class Figures:
             return 100.0 * rate_bound(0, confidence) / self.steps
         return self.under_pct * self.margin_at(confidence)
 
-    def as_dict(self) -> dict[str, float | int | None]:
+    def as_dict(self) -> FiguresRecord:
+        """The figures as the tune output writes them, ``recent`` nested."""
         return {
             "under_provisioned_pct": self.under_pct,
             "unserved_pct": self.unserved_pct,

@@ -391,7 +391,7 @@ def test_the_reference_states_how_a_count_is_decided_in_the_codes_own_figures():
     residual cap and cycles at the default history, the horizon raise and staleness: stated under
     the types they concern (and so in ``kubectl explain``), with the figures the code uses."""
     from presage_scaler.backends.seasonal_naive import MAX_RESIDUALS, MIN_RESIDUALS
-    from presage_scaler.engine import calibration
+    from presage_scaler.engine import calibration_blend, calibration_readings, calibration_windows, past_forecasts
     from presage_scaler.engine.evaluator import STALE_STEPS
 
     sections = _reference_sections(render_reference())
@@ -399,23 +399,23 @@ def test_the_reference_states_how_a_count_is_decided_in_the_codes_own_figures():
     def said(section: str) -> str:
         return " ".join(sections[section].paragraphs)
 
-    minutes = int(calibration.RECENT_PEAK.total_seconds() // 60)
-    low, high = (r**calibration.BAND_EXPONENT for r in calibration.BAND_RATIO_RANGE)
+    minutes = int(calibration_readings.RECENT_PEAK.total_seconds() // 60)
+    low, high = (r**calibration_readings.BAND_EXPONENT for r in calibration_readings.BAND_RATIO_RANGE)
     policy = said("PredictiveScaler.spec.policy")
     for figure in (
         "from the next one up to the lead time plus the interval",
         "ceil((sizedTo + headroom) / capacity)",
         f"the peak of the last {minutes} minutes",
-        f"at least {calibration.PEAK_SAVING:.0%} less",
-        f"at least {calibration.BLEND_SAVING:.0%} less",
-        f"at most {calibration.MAX_FORECASTS}",
-        f"fewer than {calibration.MIN_SCORES} scored forecasts",
+        f"at least {calibration_windows.PEAK_SAVING:.0%} less",
+        f"at least {calibration_blend.BLEND_SAVING:.0%} less",
+        f"at most {past_forecasts.MAX_FORECASTS}",
+        f"fewer than {past_forecasts.MIN_SCORES} scored forecasts",
         f"within [{low:g}, {high:g}]",
         "useQuantileHead false",
         "raised alike",
     ):
         assert figure in policy, figure
-    assert calibration.BAND_LEVELS == (0.5, 0.9) and "its median to its 0.9 quantile" in policy
+    assert past_forecasts.BAND_LEVELS == (0.5, 0.9) and "its median to its 0.9 quantile" in policy
     breakdown = said("PredictiveScaler.status.breakdown")
     assert f"the peak of the last {minutes} minutes" in breakdown and "RecentPeak" in breakdown
     assert "constraint ReactiveFloor" in breakdown

@@ -22,8 +22,8 @@ from presage_scaler.backtest.replay import CHUNK, REQUESTS_PER_CALL
 from presage_scaler.backtest.runner import Setup, plan, run_backtest, run_presage
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.prometheus import history_window
-from presage_scaler.engine.calibration import MAX_RECORDS, CalibrationState
 from presage_scaler.engine.evaluator import SignalRead, SignalSpec, evaluate
+from presage_scaler.engine.past_forecasts import MAX_RECORDS, CalibrationState
 from presage_scaler.engine.policy import PolicyState
 
 STEP = timedelta(minutes=5)

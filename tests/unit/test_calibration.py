@@ -14,10 +14,19 @@ from hypothesis import strategies as st
 
 from presage_scaler.backends.base import Forecast, ForecastRequest, Hindcast, History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.engine import calibration
-from presage_scaler.engine.calibration import (
-    ANALOG_RANK,
-    BLEND_SAVING,
+from presage_scaler.engine import (
+    calibration_blend,
+    calibration_quantiles,
+    calibration_readings,
+    calibration_windows,
+    past_forecasts,
+)
+from presage_scaler.engine.calibration import calibrate, window_forecasts
+from presage_scaler.engine.calibration_blend import BLEND_SAVING
+from presage_scaler.engine.calibration_quantiles import ANALOG_RANK, base_level
+from presage_scaler.engine.calibration_windows import calibrated_windows
+from presage_scaler.engine.evaluator import sized_by, window_calibration
+from presage_scaler.engine.past_forecasts import (
     MAX_FORECASTS,
     MAX_RECORDS,
     MIN_SCORES,
@@ -27,14 +36,9 @@ from presage_scaler.engine.calibration import (
     SignalForecasts,
     answered,
     answered_together,
-    base_level,
-    calibrate,
-    calibrated_windows,
     hindcast_request,
     remember,
-    window_forecasts,
 )
-from presage_scaler.engine.evaluator import sized_by, window_calibration
 
 MINUTE = timedelta(minutes=1)
 DAY = 1440
@@ -114,14 +118,14 @@ def test_property_after_a_day_without_traffic_coverage_returns_to_nominal(seed):
 def unheld(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference is never held at the recent peak (a saving of at least -inf always releases it):
     these tests' references are set below the history's peaks on purpose, to measure other parts."""
-    monkeypatch.setattr(calibration, "PEAK_SAVING", -math.inf)
+    monkeypatch.setattr(calibration_windows, "PEAK_SAVING", -math.inf)
 
 
 @pytest.fixture
 def backend_alone(unheld: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The conformal arithmetic on the backend's reference alone: no blend with the recent level is
     tried (these tests' backends are deliberately worse than it), and no hold at the recent peak."""
-    monkeypatch.setattr(calibration, "BLEND_WEIGHTS", (1.0,))
+    monkeypatch.setattr(calibration_blend, "BLEND_WEIGHTS", (1.0,))
 
 
 def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, horizon: int = 3) -> Forecast:
@@ -132,7 +136,7 @@ def forecast_with(references: np.ndarray, origins: np.ndarray, point: float, hor
     )
 
 
-def errors_zero_to_23(values: np.ndarray) -> calibration.WindowForecast:
+def errors_zero_to_23(values: np.ndarray) -> calibration_windows.WindowForecast:
     """The window forecast (reference 50, windows of 3) of ``values`` calibrated by 24 past forecasts,
     one every 10 steps from 100, whose errors are 0, 1, … 23 (reference = realised − error)."""
     origins = np.arange(100, 340, 10)
@@ -157,7 +161,7 @@ def test_the_noise_level_is_the_geometric_mean_of_the_quarter_hour_and_the_longe
     # As above, but the last quarter hour alternates 10 and 18: its 15 changes are 8, so the short noise
     # level now is 8 and the long one (75 changes: 15 of 8, 60 of 2) 3.2; σ(n) = √(8 · 3.2). The past
     # origins read noise 2 on both spans, so the scores are unchanged.
-    assert calibration.SCALE_LONG_FACTOR == 5
+    assert calibration_readings.SCALE_LONG_FACTOR == 5
     values = np.tile([10.0, 12.0], 200)
     values[-16:] = np.tile([10.0, 18.0], 8)
     window = errors_zero_to_23(values)
@@ -171,7 +175,7 @@ def scored_day(analog_error: float, noise_then: float = 2.0) -> tuple[np.ndarray
     the one from the same time the day before with ``analog_error``."""
     values = np.tile([10.0, 12.0], 1000)
     n = len(values)
-    pairs = calibration.SCALE_LONG_FACTOR * 15 // 2 + 1
+    pairs = calibration_readings.SCALE_LONG_FACTOR * 15 // 2 + 1
     values[n - DAY - 2 * pairs : n - DAY] = np.tile([10.0, 10.0 + noise_then], pairs)
     origins = np.append(np.arange(n - 3 - 10 * 23, n - 2, 10), n - DAY)
     errors = np.append(np.arange(24, dtype=np.float64), analog_error)
@@ -179,7 +183,7 @@ def scored_day(analog_error: float, noise_then: float = 2.0) -> tuple[np.ndarray
     return values, forecast_with(references, origins, 50.0)
 
 
-def analog_window(values: np.ndarray, forecast: Forecast) -> calibration.WindowForecast:
+def analog_window(values: np.ndarray, forecast: Forecast) -> calibration_windows.WindowForecast:
     [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
     assert window.scores == 25
     return window
@@ -226,7 +230,7 @@ def test_the_guards_spread_is_the_calibrated_bands_whatever_yesterday_missed(bac
 def test_the_noise_ratio_that_carries_yesterdays_miss_is_bounded(backend_alone):
     # Noise 8 before yesterday's origin, four times today's 2: the miss of 120 scores 15 and is carried
     # over at the bounded ratio 2 (ANALOG_SCALE_RANGE), as 15 · 2 = 30 of today's noise, i.e. 60.
-    assert calibration.ANALOG_SCALE_RANGE == (0.5, 2.0)
+    assert calibration_quantiles.ANALOG_SCALE_RANGE == (0.5, 2.0)
     quantiles = window_of(*scored_day(120.0, noise_then=8.0))
     assert quantiles[0.9] == pytest.approx(50.0 + 2 * 30.0)
 
@@ -255,7 +259,7 @@ def test_property_the_rule_covers_exactly_the_level_where_errors_do_not_recur(le
 
 def banded_window(
     spreads_then: float | np.ndarray, width_now: float, errors: np.ndarray | None = None
-) -> calibration.WindowForecast:
+) -> calibration_windows.WindowForecast:
     """:func:`errors_zero_to_23`'s window forecast (or with these ``errors``), with the backend's band
     (its median to its 0.9 quantile) ``spreads_then`` wide at the scored origins and ``width_now``
     wide now."""
@@ -277,7 +281,7 @@ def test_a_wider_backend_band_at_the_same_history_sizes_more(backend_alone):
     # The scores are errors_zero_to_23's (every past band 4, its mean: u(o) = 1). Now the band is 16
     # wide, four times its mean: u(n) = √4 = 2, and every offset from the reference doubles; a band 1
     # wide halves them.
-    assert calibration.BAND_LEVELS == (0.5, 0.9)
+    assert past_forecasts.BAND_LEVELS == (0.5, 0.9)
     usual, unsure, sure = banded_window(4.0, 4.0), banded_window(4.0, 16.0), banded_window(4.0, 1.0)
     assert usual.band_ratio == 1.0
     assert usual.quantiles[0.9] == pytest.approx(50.0 + 2 * 11.0)
@@ -323,7 +327,7 @@ def test_a_band_that_says_nothing_of_the_errors_is_weighed_and_not_used(backend_
 
 
 def test_the_band_ratio_is_bounded(backend_alone):
-    assert calibration.BAND_RATIO_RANGE == (0.25, 4.0)
+    assert calibration_readings.BAND_RATIO_RANGE == (0.25, 4.0)
     assert banded_window(4.0, 400.0).band_ratio == pytest.approx(2.0)
     assert banded_window(4.0, 0.0).band_ratio == pytest.approx(0.5)
 
@@ -340,7 +344,7 @@ def alternating_with_errors(errors: np.ndarray) -> tuple[np.ndarray, Forecast, n
     return values, forecast_with(references, origins, 12.0), references
 
 
-def blended(errors: np.ndarray) -> calibration.WindowForecast:
+def blended(errors: np.ndarray) -> calibration_windows.WindowForecast:
     values, forecast, _ = alternating_with_errors(errors)
     [window] = window_forecasts(values, MINUTE, [(0, len(values))], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
     return window
@@ -464,7 +468,7 @@ def test_a_reference_is_released_from_the_peak_where_the_peak_is_the_noises():
     n = len(values)
     [window] = window_forecasts(values, MINUTE, [(0, n)], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
     assert not window.held
-    assert window.unheld_saving >= calibration.PEAK_SAVING
+    assert window.unheld_saving >= calibration_windows.PEAK_SAVING
     assert window.reference == pytest.approx(curve[n : n + 3].max())  # β(n), not the peak
     reported = window_calibration(window)
     assert reported.held_at_recent_peak is False
@@ -473,7 +477,7 @@ def test_a_reference_is_released_from_the_peak_where_the_peak_is_the_noises():
 
 
 def test_the_held_reference_is_the_backends_or_the_recent_peak_whichever_is_higher(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(calibration, "PEAK_SAVING", math.inf)  # never released
+    monkeypatch.setattr(calibration_windows, "PEAK_SAVING", math.inf)  # never released
     values, _, forecast = smooth_curve_with_noise()
     n = len(values)
     [window] = window_forecasts(values, MINUTE, [(0, n)], [forecast], 3, (0.5, 0.9), [answered(forecast, 3)])
@@ -492,7 +496,7 @@ def with_a_job_every_36_minutes(days: int) -> np.ndarray:
     return values
 
 
-def constant_backend_on(values: np.ndarray, level: float) -> calibration.WindowForecast:
+def constant_backend_on(values: np.ndarray, level: float) -> calibration_windows.WindowForecast:
     """The window forecast (windows of 3) at the end of ``values`` of a backend that always forecasts
     ``level``."""
     request = hindcast_request(len(values), 3, MINUTE)
@@ -501,7 +505,7 @@ def constant_backend_on(values: np.ndarray, level: float) -> calibration.WindowF
     return window
 
 
-def flat_backend_on(values: np.ndarray, begin: int) -> calibration.WindowForecast:
+def flat_backend_on(values: np.ndarray, begin: int) -> calibration_windows.WindowForecast:
     """The window forecast at the end of ``values[begin:]`` of a backend that always forecasts 12: it
     never sees the jobs coming."""
     return constant_backend_on(values[begin:], 12.0)
@@ -512,9 +516,9 @@ def test_a_backend_that_misses_what_recurs_daily_is_blended_with_yesterdays_wind
     window = flat_backend_on(values, 0)
     # Every window held yesterday exactly what it holds today: blended with yesterday alone, every
     # score is 0, so each quantile is Y(n), the maximum of the window a day before: a job (40).
-    assert window.partner == calibration.YESTERDAY
+    assert window.partner == calibration_blend.YESTERDAY
     assert window.weight == 0.0
-    assert window.saving >= BLEND_SAVING + calibration.YESTERDAY_SAVING
+    assert window.saving >= BLEND_SAVING + calibration_blend.YESTERDAY_SAVING
     assert window.reference == 40.0
     assert window.quantiles == {0.5: 40.0, 0.9: 40.0}
 
@@ -522,7 +526,7 @@ def test_a_backend_that_misses_what_recurs_daily_is_blended_with_yesterdays_wind
 def test_yesterdays_window_sizes_down_when_yesterday_held_no_job_then():
     values = with_a_job_every_36_minutes(3)[:-10]  # the next window starts 26 minutes into a cycle
     window = flat_backend_on(values, 0)
-    assert window.partner == calibration.YESTERDAY
+    assert window.partner == calibration_blend.YESTERDAY
     assert window.quantiles == {0.5: 12.0, 0.9: 12.0}
 
 
@@ -530,7 +534,7 @@ def test_yesterday_is_no_partner_without_a_day_before_every_scored_forecast():
     values = with_a_job_every_36_minutes(3)
     window = flat_backend_on(values, len(values) - DAY - 100)  # a day and 100 minutes of history
     assert window.calibrated
-    assert window.partner == calibration.LEVEL
+    assert window.partner == calibration_blend.LEVEL
 
 
 def test_a_blend_with_yesterday_is_reported_with_the_forecast():

@@ -17,7 +17,6 @@ from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Forecast, ForecastRequest, History, ModelIdentity
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
-from presage_scaler.engine.calibration import BAND_LEVELS
 from presage_scaler.engine.evaluator import (
     STALE_STEPS,
     EvaluationError,
@@ -28,6 +27,7 @@ from presage_scaler.engine.evaluator import (
     forecast_requests,
     signal_specs,
 )
+from presage_scaler.engine.past_forecasts import BAND_LEVELS
 from presage_scaler.engine.policy import PolicyState
 
 STEP = timedelta(minutes=5)

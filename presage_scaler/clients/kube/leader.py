@@ -171,7 +171,7 @@ class LeaderElector:
         except NotFound:
             if not self._may_acquire():
                 return False
-            body = {
+            body: JSON = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": self._annotated({"name": self.name, "namespace": self.namespace}),
