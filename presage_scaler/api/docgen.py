@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 
 from presage_scaler.api.introspect import SCALAR_TYPES, FieldView, TypeView, fields_of, type_description
+from presage_scaler.api.kinds import GROUP, KINDS, VERSION, Kind
 from presage_scaler.api.schema import APIModel
-from presage_scaler.api.types import GROUP, KINDS, VERSION, Kind
 
 COLUMNS = ("Field", "Type", "Required", "Default", "Description")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from presage_scaler.api.crdgen import crd_filename, render_chart_crd, render_crd
 from presage_scaler.api.docgen import render_reference
-from presage_scaler.api.types import KINDS
+from presage_scaler.api.kinds import KINDS
 
 CHART_CRDS = "charts/presage/templates/crds"
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The machinery behind the API declaration in :mod:`presage_scaler.api.types`.
+"""The machinery behind the API declaration in :mod:`presage_scaler.api.kinds`.
 
 A field is declared once, as a pydantic field with a description, a wire default and OpenAPI
 bounds; a cross-field rule is declared once, as CEL for the API server plus the same check in

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from presage_scaler.api import manifests
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
+from presage_scaler.api.kinds import FORECAST_BACKEND
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import (
@@ -23,7 +24,6 @@ from presage_scaler.api.quantities import (
     format_quantile,
     plain_number,
 )
-from presage_scaler.api.types import FORECAST_BACKEND
 from presage_scaler.backends.base import Backend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.backtest.errors import BacktestError

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from presage_scaler.api.kinds import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import AdviceSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.sharding import shard_of
-from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from presage_scaler.api.kinds import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.api.parse import SpecError
-from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backends.base import BackendError
 from presage_scaler.backtest.command import check_out, writing_into
 from presage_scaler.backtest.config import (

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from presage_scaler.api.kinds import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.api.types import API_VERSION, FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.backtest.config import backend_spec
 from presage_scaler.backtest.runner import percent
 from presage_scaler.tune.advice import (

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
+from presage_scaler.api.kinds import API_VERSION
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.schema import APIModel
-from presage_scaler.api.types import API_VERSION
 from tests.harness.hostile_specs import SCALER_BASES, backend_specs, scaler_specs
 from tests.harness.kube import KubeControlPlane
 

@@ -20,9 +20,9 @@ from presage_scaler.api import docgen, quantities
 from presage_scaler.api.crdgen import crd, default_sentence
 from presage_scaler.api.docgen import render_reference
 from presage_scaler.api.forecast_backend import ForecastBackendSpec, SeasonalNaiveBackend
+from presage_scaler.api.kinds import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec, Signal
-from presage_scaler.api.types import FORECAST_BACKEND, PREDICTIVE_SCALER
 
 REPO = Path(__file__).resolve().parents[2]
 # The API contract, copied verbatim into the repo so the test runs in any checkout; while the

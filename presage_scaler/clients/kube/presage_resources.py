@@ -1,9 +1,9 @@
 """presage's own kinds as API resources to read, watch and patch: built from their declaration in
-:mod:`presage_scaler.api.types`, so the group, version, plural and scope are written once."""
+:mod:`presage_scaler.api.kinds`, so the group, version, plural and scope are written once."""
 
 from __future__ import annotations
 
-from presage_scaler.api.types import FORECAST_BACKEND, GROUP, PREDICTIVE_SCALER, VERSION, Kind
+from presage_scaler.api.kinds import FORECAST_BACKEND, GROUP, PREDICTIVE_SCALER, VERSION, Kind
 from presage_scaler.clients.kube.client import Resource
 
 
