@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 from pydantic import PlainSerializer
 
 from presage_scaler.api import quantities
+from presage_scaler.api.binding_constraints import Constraint
 from presage_scaler.api.conditions import CONDITION_LIST, Condition
-from presage_scaler.api.constraints import Constraint
 from presage_scaler.api.predictive_scaler import MAX_SIGNALS, SINGLE_SIGNAL
 from presage_scaler.api.schema import APIModel, Duration, Int32, Int64, MeasuredString, Timestamp, field
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presage_scaler.api.constraints import FORECAST, Constraint
+from presage_scaler.api.binding_constraints import FORECAST, Constraint
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.replay import PresageRecord

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from functools import partial
 
-from presage_scaler.api.constraints import FORECAST
+from presage_scaler.api.binding_constraints import FORECAST
 from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.quantities import plain_number
 from presage_scaler.backends.base import Backend, Forecast, ForecastRequest, ModelIdentity

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from presage_scaler.api.constraints import Constraint
+from presage_scaler.api.binding_constraints import Constraint
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.quantities import Amount
 

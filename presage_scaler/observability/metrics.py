@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from presage_scaler.api.constraints import FORECAST, Constraint
+from presage_scaler.api.binding_constraints import FORECAST, Constraint
 from presage_scaler.api.reasons import FAILURES
 
 SCALER = ("namespace", "scaler")

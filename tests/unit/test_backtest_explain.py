@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from presage_scaler.api.constraints import FORECAST, Constraint
+from presage_scaler.api.binding_constraints import FORECAST, Constraint
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.backtest.explain import coverage, note
 from presage_scaler.backtest.replay import PresageRecord
