@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Literal
 
 from presage_scaler.api.conditions import CONDITION_LIST, Condition
-from presage_scaler.api.rules import URL, at_least
 from presage_scaler.api.schema import APIModel, Duration, Int32, Int64, Rule, Timestamp, field
+from presage_scaler.api.validation_rules import URL, at_least
 
 BackendType = Literal["TimesFM", "SeasonalNaive"]
 

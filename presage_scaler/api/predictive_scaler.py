@@ -13,7 +13,6 @@ from typing import Literal
 from presage_scaler.api import quantities
 from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.api.quantities import nanoseconds
-from presage_scaler.api.rules import at_least, cel_nanoseconds, durations_parse
 from presage_scaler.api.schema import (
     APIModel,
     DecimalString,
@@ -26,6 +25,7 @@ from presage_scaler.api.schema import (
     cel_matches,
     field,
 )
+from presage_scaler.api.validation_rules import at_least, cel_nanoseconds, durations_parse
 
 Mode = Literal["Shadow", "Enforce"]
 LeadTimeSource = Literal["Static", "Observed"]

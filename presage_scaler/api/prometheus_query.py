@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from presage_scaler.api.rules import URL
 from presage_scaler.api.schema import APIModel, Rule, field
+from presage_scaler.api.validation_rules import URL
 
 
 def _secret_name() -> Any:

@@ -35,7 +35,7 @@ _GO_PART = (
     "(" + "|".join(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,9}})?{unit}" for unit, digits in _DURATION_PARTS.items()) + ")"
 )
 # Days, which Go does not know, may lead in whole numbers (``7d``, ``1d12h``): seasons and histories
-# are written in days, and the CEL that compares durations (:func:`presage_scaler.api.rules.cel_nanoseconds`)
+# are written in days, and the CEL that compares durations (:func:`presage_scaler.api.validation_rules.cel_nanoseconds`)
 # counts the one leading part apart and lets Go read the rest. 9999d is 239976h, so the bound
 # above still holds with the rest of the 32 characters.
 _DAYS_PART = "[0-9]{1,4}d"
