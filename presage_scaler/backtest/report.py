@@ -25,9 +25,9 @@ from plotly.subplots import make_subplots
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import plots
 from presage_scaler.backtest.explain import constraint_counts
-from presage_scaler.backtest.metrics import shortfall
 from presage_scaler.backtest.output import LABELS, advice, explanation, headline, parameters, setting, summary
 from presage_scaler.backtest.runner import POLICIES, BacktestResult
+from presage_scaler.backtest.scoring import shortfall
 from presage_scaler.backtest.trace import Trace
 
 COLORS = {

@@ -39,8 +39,8 @@ from presage_scaler.backtest.baselines import (
 from presage_scaler.backtest.config import DEFAULT_WARMUP
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.explain import Coverage, constraint_shares, coverage
-from presage_scaler.backtest.metrics import Metrics, measure
 from presage_scaler.backtest.replay import PresagePolicy, PresageRecord, forecaster_for
+from presage_scaler.backtest.scoring import Metrics, measure
 from presage_scaler.backtest.simulator import Schedule, Simulation, simulate
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.engine.evaluator import SignalSpec, signal_specs

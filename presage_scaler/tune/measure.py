@@ -1,7 +1,7 @@
 """The figures of every candidate over each part of the trace, from the counts it had in force.
 
-The same numbers, operation for operation, as :func:`presage_scaler.backtest.metrics.measure` of
-each candidate's simulation (its :func:`~presage_scaler.backtest.metrics.shortfall` itself), for a
+The same numbers, operation for operation, as :func:`presage_scaler.backtest.scoring.measure` of
+each candidate's simulation (its :func:`~presage_scaler.backtest.scoring.shortfall` itself), for a
 block of candidates at a time so that the arrays stay small: at most BLOCK, and fewer where the
 measured steps are many (:func:`presage_scaler.series.blocks.rows_per_block`), so a fine-resolution
 trace's ``(candidates, steps)`` matrices stay within a fixed budget.
@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from presage_scaler.backtest.metrics import shortfall
+from presage_scaler.backtest.scoring import shortfall
 from presage_scaler.backtest.simulator import Schedule
 from presage_scaler.series.blocks import rows_per_block
 from presage_scaler.tune.replay import in_force, ready

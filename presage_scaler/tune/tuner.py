@@ -37,10 +37,10 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.baselines import DEFAULT_TRIGGER_UTILIZATION
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint
-from presage_scaler.backtest.metrics import measure as measure_simulation
-from presage_scaler.backtest.metrics import shortfall
 from presage_scaler.backtest.replay import decisions_per_chunk
 from presage_scaler.backtest.runner import Plan, Progress, Setup, plan, run_oracle, run_reactive
+from presage_scaler.backtest.scoring import measure as measure_simulation
+from presage_scaler.backtest.scoring import shortfall
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.errors import TuneError

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from presage_scaler.backtest.baselines import OraclePolicy, oracle_targets
-from presage_scaler.backtest.metrics import measure
+from presage_scaler.backtest.scoring import measure
 from presage_scaler.backtest.simulator import Schedule, Simulation, simulate
 
 HOUR = timedelta(hours=1)
