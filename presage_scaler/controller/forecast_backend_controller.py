@@ -25,7 +25,7 @@ from presage_scaler.backends.base import Backend, BackendError, ProbedBackend
 from presage_scaler.backends.registry import build_backend
 from presage_scaler.clients.kube.client import JSON, ApiError, Fenced, KubeClient, NotFound
 from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS
-from presage_scaler.controller.conditions import DEGRADED, READY, ConditionUpdate, merge_conditions
+from presage_scaler.controller.condition_updates import DEGRADED, READY, ConditionUpdate, merge_conditions
 
 log = logging.getLogger(__name__)
 

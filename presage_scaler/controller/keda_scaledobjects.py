@@ -89,7 +89,7 @@ class ConsumerIndex:
 
 class KubeScaledObjectTriggers:
     """A :class:`~presage_scaler.serving.keda.ScaledObjectTriggers` and a
-    :class:`~presage_scaler.controller.conditions.ScaledObjectConsumers` backed by one informer."""
+    :class:`~presage_scaler.controller.condition_updates.ScaledObjectConsumers` backed by one informer."""
 
     def __init__(self, client: KubeClient, namespaces: Sequence[str] | None = None) -> None:
         self.index = ConsumerIndex()

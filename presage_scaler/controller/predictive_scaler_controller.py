@@ -19,7 +19,7 @@ from presage_scaler.api.serving_contract import StalenessBound
 from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.conditions import ScaledObjectConsumers
+from presage_scaler.controller.condition_updates import ScaledObjectConsumers
 from presage_scaler.controller.forecast_backend_controller import BackendController
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.reconcile import ScalerReconciler, served_within

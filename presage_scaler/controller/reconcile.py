@@ -29,7 +29,7 @@ from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.secrets import Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
 from presage_scaler.controller.advice_saving import advice_saving
-from presage_scaler.controller.conditions import (
+from presage_scaler.controller.condition_updates import (
     CONSUMED,
     DEGRADED,
     READY,

@@ -13,7 +13,7 @@ from presage_scaler.api.conditions import Condition
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.reasons import Reason
-from presage_scaler.controller.conditions import (
+from presage_scaler.controller.condition_updates import (
     CONSUMED,
     ConditionUpdate,
     consumed_condition,

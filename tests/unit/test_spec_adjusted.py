@@ -13,7 +13,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.reasons import Reason
-from presage_scaler.controller.conditions import SPEC_ADJUSTED, spec_adjusted_condition
+from presage_scaler.controller.condition_updates import SPEC_ADJUSTED, spec_adjusted_condition
 from presage_scaler.engine.adjustments import Adjustment, planned_adjustments, spec_adjustments
 from presage_scaler.engine.leadtime import MAX_FORECAST_STEPS, HorizonError, resolve_horizon, resolve_lead_time
 

@@ -1,4 +1,5 @@
-"""Conditions: the ``Ready``/``Degraded`` pair every PredictiveScaler and ForecastBackend reports, and a
+"""Building the conditions presage writes (:class:`ConditionUpdate`, merged into ``status.conditions``):
+the ``Ready``/``Degraded`` pair every PredictiveScaler and ForecastBackend reports, and a
 PredictiveScaler's ``Consumed`` (whether anything applies its recommendation, and whether a KEDA
 formula stands between it and the count) and ``SpecAdjusted`` (whether the last evaluation sized it
 with anything other than its spec states or probably means).
