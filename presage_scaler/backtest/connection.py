@@ -1,63 +1,70 @@
-"""The connection ``--prometheus`` is read with, from the flags
-:func:`presage_scaler.backtest.command.add_connection_arguments` declares: headers, basic auth and TLS
-material from files, checked as a PredictiveScaler's are (the same header rules, the same TLS loading).
+"""The connection ``--prometheus`` is read with: headers, basic auth and TLS material from files,
+checked as a PredictiveScaler's are (the same header rules, the same TLS loading).
+
+:class:`ConnectionOptions` holds what the command line was given (``presage backtest`` and
+``presage tune`` share the flags); :func:`connection_of` checks it and reads the files, naming the
+flag at fault.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.prometheus_query import PrometheusHeader
-from presage_scaler.backtest.command import PASSWORD_ENVIRONMENT
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.clients.prometheus import Connection, TLSSettings
 from presage_scaler.clients.prometheus_connection import basic_authorization
 
-_FLAGS = {
-    "header": "--header",
-    "basic_auth": "--basic-auth",
-    "basic_auth_password_file": "--basic-auth-password-file",
-    "ca_file": "--ca-file",
-    "cert_file": "--cert-file",
-    "key_file": "--key-file",
-    "insecure_skip_verify": "--insecure-skip-verify",
-}
+PASSWORD_ENVIRONMENT = "PRESAGE_PROMETHEUS_PASSWORD"
+"""Where ``--basic-auth``'s password is read from when no ``--basic-auth-password-file`` is given."""
 
 
-def connection_flags(args: argparse.Namespace) -> list[str]:
-    """The connection flags given, by name (for refusing them where they do not apply)."""
-    return [flag for dest, flag in _FLAGS.items() if getattr(args, dest, None)]
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The connection flags as given, nothing checked or read yet (each field is the flag of its name)."""
+
+    header: tuple[str, ...] = ()
+    basic_auth: str | None = None
+    basic_auth_password_file: Path | None = None
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure_skip_verify: bool = False
+
+    def given(self) -> list[str]:
+        """The flags given, by name (for refusing them where they do not apply)."""
+        return ["--" + field.name.replace("_", "-") for field in fields(self) if getattr(self, field.name)]
 
 
-def connection_from_flags(args: argparse.Namespace) -> Connection:
+def connection_of(options: ConnectionOptions) -> Connection:
     """The headers and TLS the flags give; :class:`BacktestError` naming the flag when one is unusable (a TLS
     file that is not PEM is refused when the client is made, naming the file)."""
-    headers = [_header(raw) for raw in args.header or ()]
+    headers = [_header(raw) for raw in options.header]
     names = [name.lower() for name, _ in headers]
     if len(set(names)) != len(names):
         raise BacktestError("--header: each header name may be given once (in any case)")
     credentials = "--header Authorization" if "authorization" in names else None
-    if args.basic_auth is not None:
+    if options.basic_auth is not None:
         if "authorization" in names:
             raise BacktestError("--header Authorization and --basic-auth both set Authorization; give one")
-        if ":" in args.basic_auth or not args.basic_auth:
+        if ":" in options.basic_auth or not options.basic_auth:
             raise BacktestError("--basic-auth: give a username without a colon")
-        headers.insert(0, ("Authorization", basic_authorization(args.basic_auth, _password(args))))
-        credentials = f"--basic-auth {args.basic_auth}"
-    elif args.basic_auth_password_file is not None:
+        headers.insert(0, ("Authorization", basic_authorization(options.basic_auth, _password(options))))
+        credentials = f"--basic-auth {options.basic_auth}"
+    elif options.basic_auth_password_file is not None:
         raise BacktestError("--basic-auth-password-file needs --basic-auth USER")
-    if (args.cert_file is None) != (args.key_file is None):
+    if (options.cert_file is None) != (options.key_file is None):
         raise BacktestError("--cert-file and --key-file go together: give both for a client certificate")
     tls = TLSSettings(
-        ca=_read(args.ca_file, "--ca-file") if args.ca_file else None,
-        cert=_read(args.cert_file, "--cert-file") if args.cert_file else None,
-        key=_read(args.key_file, "--key-file") if args.key_file else None,
-        insecure_skip_verify=args.insecure_skip_verify,
-        ca_from=f"--ca-file {args.ca_file}",
-        cert_from=f"--cert-file {args.cert_file} and --key-file {args.key_file}",
+        ca=_read(options.ca_file, "--ca-file") if options.ca_file else None,
+        cert=_read(options.cert_file, "--cert-file") if options.cert_file else None,
+        key=_read(options.key_file, "--key-file") if options.key_file else None,
+        insecure_skip_verify=options.insecure_skip_verify,
+        ca_from=f"--ca-file {options.ca_file}",
+        cert_from=f"--cert-file {options.cert_file} and --key-file {options.key_file}",
     )
     return Connection(tuple(headers), tls, credentials)
 
@@ -73,13 +80,15 @@ def _header(raw: str) -> tuple[str, str]:
     return header.name, header.value or ""
 
 
-def _password(args: argparse.Namespace) -> str:
-    if args.basic_auth_password_file is not None:
-        text = _read(args.basic_auth_password_file, "--basic-auth-password-file")
+def _password(options: ConnectionOptions) -> str:
+    if options.basic_auth_password_file is not None:
+        text = _read(options.basic_auth_password_file, "--basic-auth-password-file")
         try:
             return text.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise BacktestError(f"--basic-auth-password-file {args.basic_auth_password_file}: not UTF-8 text") from None
+            raise BacktestError(
+                f"--basic-auth-password-file {options.basic_auth_password_file}: not UTF-8 text"
+            ) from None
     password = os.environ.get(PASSWORD_ENVIRONMENT)
     if password is None:
         raise BacktestError(

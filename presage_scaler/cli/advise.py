@@ -12,12 +12,14 @@ from datetime import UTC, datetime, timedelta
 
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.command import add_memory_argument, parse_flag_duration
 from presage_scaler.backtest.errors import BacktestError
+from presage_scaler.cli.flag_types import parse_flag_duration, typed
+from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
+from presage_scaler.cli.trace_flags import add_memory_argument, add_split_arguments
 from presage_scaler.clients.kube import config as kube_config
-from presage_scaler.tune.command import add_split_arguments
 
+NAME = "advise"
+HELP = "tune every PredictiveScaler with spec.advice on its own history and write status.advice"
 ADVISE_IMAGE = "Dockerfile.scaler built with --build-arg EXTRAS='[backtest]'"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 """Set by Kubernetes in each pod of an indexed Job: that pod's index, the default --shard."""
@@ -107,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--list", action="store_true", help="print this shard's opted-in scalers and whether each is due; read nothing"
     )
-    kube_config.add_kubeconfig_arguments(parser)
+    add_kubeconfig_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The ``presage`` command line."""
+"""The ``presage`` command line: the top-level parser, built from one module per subcommand (each
+declares its flags and runs them), and the exit status of a command whose reader went away."""
 
 from __future__ import annotations
 
@@ -9,48 +10,10 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import NoReturn
 
-from presage_scaler.api.generated import PACKAGE, checkout_of, stale_generated, write_generated
-from presage_scaler.backtest import command as backtest_command
-from presage_scaler.backtest.command import out_problem
-from presage_scaler.cli import scaledobject_command
-from presage_scaler.controller import command as run_command
-from presage_scaler.tune import advise_command
-from presage_scaler.tune import command as tune_command
-
-
-def _cmd_crds(args: argparse.Namespace) -> int:
-    root = args.out or checkout_of(PACKAGE)
-    if root is None:
-        print(
-            f"presage crds: presage runs from {PACKAGE}, not from a checkout of its source: pass --out DIR "
-            "(the checkout, or where the generated files should go)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.check:
-        stale = stale_generated(root)
-        for path in stale:
-            print(f"stale: {root / path} (run `presage crds` to regenerate)", file=sys.stderr)
-        return 1 if stale else 0
-    if args.out is not None and (problem := out_problem(args.out)) is not None:
-        print(f"presage crds: {problem}", file=sys.stderr)
-        return 2
-    try:
-        written = write_generated(root)
-    except OSError as err:
-        print(f"presage crds: cannot write {err.filename} ({err.strerror})", file=sys.stderr)
-        return 2
-    for path in written:
-        print(f"wrote {root / path}")
-    return 0
-
-
-def _cmd_backtest(args: argparse.Namespace) -> int:
-    return backtest_command.run(args)
-
+from presage_scaler.api.generated import PACKAGE, checkout_of
+from presage_scaler.cli import advise, backtest, crds, run, scaledobject, tune
 
 DISTRIBUTION = "presage-scaler"
 """The name presage is installed under (pyproject.toml's ``project.name``)."""
@@ -114,65 +77,20 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-SCALEDOBJECT_DESCRIPTION = """\
-Print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage: an external trigger
-on presage's gRPC service (--scaler-address), with KEDA's fallback to hold the replicas while presage
-cannot answer. It reads the PredictiveScaler from the cluster (NAME, -n), or with -f from a YAML
-file or stdin without a cluster (a GitOps pipeline). Apply what it prints with kubectl apply -f -.
-"""
+COMMANDS = (backtest, tune, advise, scaledobject, run, crds)
+"""The commands a user runs first, in the order they meet them; the developers' ``crds`` last. Each
+module has its NAME, its HELP line in ``presage --help``, ``add_arguments`` and ``run``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The commands a user runs first, in the order they meet them; the developers' ``crds`` last."""
+    """``presage`` with ``--version`` and every command of :data:`COMMANDS`."""
     parser = _Parser(prog="presage", description="presage, a predictive autoscaler for Kubernetes")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    backtest = commands.add_parser(
-        "backtest", help="replay a demand trace through presage and compare it with reactive scaling and an oracle"
-    )
-    backtest_command.add_arguments(backtest)
-    backtest.set_defaults(func=_cmd_backtest)
-
-    tune = commands.add_parser(
-        "tune", help="find the cheapest policy that meets a service level on a demand trace (or a live scaler)"
-    )
-    tune_command.add_arguments(tune)
-    tune.set_defaults(func=tune_command.run)
-
-    advise = commands.add_parser(
-        "advise", help="tune every PredictiveScaler with spec.advice on its own history and write status.advice"
-    )
-    advise_command.add_arguments(advise)
-    advise.set_defaults(func=advise_command.run)
-
-    scaledobject = commands.add_parser(
-        "scaledobject",
-        help="print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage",
-        description=SCALEDOBJECT_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    scaledobject_command.add_arguments(scaledobject)
-    scaledobject.set_defaults(func=scaledobject_command.run)
-
-    run = commands.add_parser(
-        "run", help="run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"
-    )
-    run_command.add_arguments(run)
-    run.set_defaults(func=run_command.run)
-
-    crds = commands.add_parser(
-        "crds",
-        help="(for presage's developers) regenerate the CRDs and docs/api-reference.md from the API declaration",
-        description="For presage's developers: generate crds/, charts/presage/templates/crds/ and "
-        "docs/api-reference.md from the API declaration in presage_scaler/api/. "
-        "They are written into the source checkout presage runs from, or under --out; an installed presage "
-        "(not a checkout) needs --out. Users install the CRDs with the Helm chart, or "
-        "kubectl apply --server-side -f crds/.",
-    )
-    crds.add_argument("--out", type=Path, help="directory to write under (default: the checkout presage runs from)")
-    crds.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale; write nothing")
-    crds.set_defaults(func=_cmd_crds)
+    for command in COMMANDS:
+        subparser = commands.add_parser(command.NAME, help=command.HELP)
+        command.add_arguments(subparser)
+        subparser.set_defaults(func=command.run)
     return parser
 
 

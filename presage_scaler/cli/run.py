@@ -9,11 +9,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from presage_scaler.api.serving_contract import StalenessBound
-from presage_scaler.clients.kube.config import add_kubeconfig_arguments
+from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
 from presage_scaler.controller.app import ControllerOptions, run_until_signalled
 from presage_scaler.serving.grpc_server import TLSConfig
 from presage_scaler.serving.http_server import TLSFiles
 
+NAME = "run"
+HELP = "run the scaler: watch PredictiveScalers, evaluate them, serve KEDA (gRPC) and Agones (HTTP)"
 DESCRIPTION = """\
 Run the scaler process: watch PredictiveScalers and ForecastBackends, evaluate each scaler every
 spec.interval, and write its status, conditions and Events. It serves KEDA's external scaler over

@@ -1,38 +1,40 @@
-"""``presage scaledobject``: read a PredictiveScaler from the cluster, or from a file or stdin without
-one (a GitOps pipeline: Argo CD, Flux), and print its KEDA ScaledObject. From the cluster it also reads
-what decides the HPA tolerance: the API server's version and KEDA's ScaledObject CRD."""
+"""``presage scaledobject``: its flags, and printing the KEDA ScaledObject of a PredictiveScaler read
+from the cluster or, without one, from a file or stdin (:mod:`presage_scaler.scaledobject`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from pathlib import Path
-from typing import Any
 
-from presage_scaler.api import manifests
-from presage_scaler.api.types import API_VERSION, PREDICTIVE_SCALER
-from presage_scaler.cli.scaledobject import (
+from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
+from presage_scaler.clients.kube.scaler_lookup import CommandError
+from presage_scaler.scaledobject.render import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_SCALER_ADDRESS,
-    ClusterSupport,
     ScaledObjectError,
     ScaledObjectOptions,
-    crd_has_tolerance,
-    kubernetes_version,
     render,
     to_yaml,
     validate_options,
 )
-from presage_scaler.clients.kube import config as kube_config
-from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient
-from presage_scaler.clients.kube.scaler_lookup import CommandError, read_scaler
+from presage_scaler.scaledobject.sources import from_cluster, from_file
 
+NAME = "scaledobject"
+HELP = "print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage"
+DESCRIPTION = """\
+Print the KEDA ScaledObject that hands a PredictiveScaler's workload to presage: an external trigger
+on presage's gRPC service (--scaler-address), with KEDA's fallback to hold the replicas while presage
+cannot answer. It reads the PredictiveScaler from the cluster (NAME, -n), or with -f from a YAML
+file or stdin without a cluster (a GitOps pipeline). Apply what it prints with kubectl apply -f -.
+"""
 PROG = "presage scaledobject"
-SCALED_OBJECT_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/scaledobjects.keda.sh"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scaledobject subcommand's flags."""
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "name", nargs="?", help="the PredictiveScaler's name (with -f: which one, when the file holds several)"
     )
@@ -48,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--namespace",
         help="its namespace (default: the kubeconfig context's namespace; with -f, the file's metadata.namespace)",
     )
-    kube_config.add_kubeconfig_arguments(parser)
+    add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--scaler-address",
         default=DEFAULT_SCALER_ADDRESS,
@@ -93,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> ScaledObjectOptions:
+    """The rendering options the flags give."""
     return ScaledObjectOptions(
         scaler_address=args.scaler_address,
         name=args.scaled_object_name,
@@ -106,81 +109,6 @@ def options_from(args: argparse.Namespace) -> ScaledObjectOptions:
     )
 
 
-async def _fetch(args: argparse.Namespace) -> tuple[JSON, ClusterSupport]:
-    """The PredictiveScaler, and what the cluster takes as far as it can be read (an answer it cannot
-    read leaves that part unknown: the tolerance is then left out, and the command says so)."""
-    try:
-        config = kube_config.load(args.kubeconfig, args.context)
-    except kube_config.KubeConfigError as exc:
-        raise CommandError(str(exc)) from None
-    async with KubeClient(config, user_agent="presage-scaledobject") as client:
-        scaler = await read_scaler(client, args.namespace or config.namespace, args.name)
-        return scaler, await cluster_support(client)
-
-
-async def cluster_support(client: KubeClient) -> ClusterSupport:
-    """The API server's version and whether KEDA's ScaledObject CRD has the HPA tolerance field."""
-    try:
-        version = kubernetes_version(await client.request("GET", "/version"))
-    except ApiError:
-        version = None
-    try:
-        keda_tolerance: bool | None = crd_has_tolerance(await client.request("GET", SCALED_OBJECT_CRD))
-    except ApiError:
-        keda_tolerance = None
-    return ClusterSupport(version, keda_tolerance)
-
-
-def _read(filename: str) -> tuple[str, str]:
-    """The text of ``filename`` (``-``: stdin) and how messages name it."""
-    if filename == "-":
-        return sys.stdin.read(), "stdin"
-    try:
-        return Path(filename).read_text(), filename
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"cannot read {filename}: {exc}") from None
-
-
-def from_file(filename: str, name: str | None, namespace: str | None) -> dict[str, Any]:
-    """The PredictiveScaler in a YAML file as the API server would hold it: ``name`` picks one when the
-    file holds several; ``namespace`` replaces its metadata.namespace, and is needed without one."""
-    text, source = _read(filename)
-    try:
-        scalers = manifests.of_kind(manifests.documents(text, source), PREDICTIVE_SCALER.name)
-    except manifests.ManifestError as exc:
-        raise CommandError(str(exc)) from None
-    names = [_metadata(scaler).get("name") for scaler in scalers]
-    if name is not None:
-        scalers = [scaler for scaler, found in zip(scalers, names, strict=True) if found == name]
-    if not scalers:
-        wanted = "" if name is None else f" named {name!r}"
-        held = f" (it holds {', '.join(map(repr, names))})" if names else ""
-        raise CommandError(f"{source} holds no PredictiveScaler{wanted}{held}")
-    if len(scalers) > 1:
-        raise CommandError(
-            f"{source} holds {len(scalers)} PredictiveScalers ({', '.join(map(repr, names))}): name the one to render"
-        )
-    scaler = scalers[0]
-    metadata = _metadata(scaler)
-    if scaler.get("apiVersion") != API_VERSION:
-        raise CommandError(
-            f"{source}: the PredictiveScaler's apiVersion is {scaler.get('apiVersion')!r}, not {API_VERSION}"
-        )
-    if not isinstance(metadata.get("name"), str) or not metadata["name"]:
-        raise CommandError(f"{source}: the PredictiveScaler has no metadata.name")
-    namespace = namespace or metadata.get("namespace")
-    if not isinstance(namespace, str) or not namespace:
-        raise CommandError(
-            f"{source}: PredictiveScaler {metadata['name']!r} has no metadata.namespace: pass -n NAMESPACE"
-        )
-    return {**scaler, "metadata": {**metadata, "namespace": namespace}}
-
-
-def _metadata(scaler: dict[str, Any]) -> dict[str, Any]:
-    metadata = scaler.get("metadata")
-    return metadata if isinstance(metadata, dict) else {}
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the manifests on stdout, warnings and notes on stderr; exit 1 with a message on any failure."""
     if args.name is None and args.filename is None:
@@ -190,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args)
         validate_options(options)
         if args.filename is None:
-            scaler, support = asyncio.run(_fetch(args))
+            scaler, support = asyncio.run(from_cluster(args.kubeconfig, args.context, args.namespace, args.name))
             rendered = render(scaler, options, support=support)
         else:
             rendered = render(from_file(args.filename, args.name, args.namespace), options, from_cluster=False)

@@ -1,4 +1,5 @@
-"""``presage tune``: its flags, and the check for the backtest extra before the run (:mod:`.from_flags`)."""
+"""``presage tune``: its flags, read into a :class:`~presage_scaler.tune.request.TuneRequest` that
+:mod:`presage_scaler.tune.invocation` runs once the backtest extra is checked."""
 
 from __future__ import annotations
 
@@ -10,21 +11,27 @@ from datetime import timedelta
 from pathlib import Path
 
 from presage_scaler.backtest import extra
-from presage_scaler.backtest.command import (
-    DURATION,
-    add_connection_arguments,
-    add_memory_argument,
-    add_trigger_argument,
-)
-from presage_scaler.backtest.command import _typed as typed
-from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
+from presage_scaler.backtest.config import Overrides
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.cli.flag_types import DURATION, typed
+from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
+from presage_scaler.cli.trace_flags import (
+    add_capacity_arguments,
+    add_max_replicas_argument,
+    add_memory_argument,
+    add_progress_argument,
+    add_prometheus_arguments,
+    add_split_arguments,
+    add_trace_arguments,
+    add_trigger_argument,
+    trace_request,
+)
+from presage_scaler.tune.request import HELD_OUT_FAILED, ClusterScaler, TuneRequest
+from presage_scaler.tune.search import Slo
 
+NAME = "tune"
+HELP = "find the cheapest policy that meets a service level on a demand trace (or a live scaler)"
 DEFAULT_LOOKBACK = timedelta(days=28)
-HELD_OUT_FAILED = 3
-"""The status when the chosen spec failed the held-out check (:mod:`presage_scaler.tune.held_out`);
-the files are still written. Distinct from 0 (a choice that held up) and 2 (nothing tuned)."""
 
 DESCRIPTION = f"""\
 Find the cheapest PredictiveScaler policy that meets a service level on your own history: the
@@ -81,35 +88,11 @@ def percent_flag(flag: str) -> Callable[[str], object]:
     return typed(convert)
 
 
-def add_split_arguments(parser: argparse.ArgumentParser, history: str) -> None:
-    """``--warmup`` and ``--holdout``: how ``history`` is cut into the warm-up, the part chosen on and
-    the part held out (:mod:`presage_scaler.tune.split`); ``presage tune`` and ``presage advise`` share them."""
-    parser.add_argument(
-        "--warmup",
-        type=DURATION,
-        default=DEFAULT_WARMUP,
-        help=f"leading time of {history} counted in neither part, e.g. 7d (default: 7d)",
-    )
-    parser.add_argument(
-        "--holdout",
-        type=DURATION,
-        help=f"how much of the end of {history} to hold out (default: 7d, less when it is short)",
-    )
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The tune subcommand's flags."""
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("trace", nargs="?", type=Path, help="CSV with a header timestamp,value (or ts,value)")
-    parser.add_argument("--out", type=Path, required=True, help="directory for the results (created if missing)")
-    parser.add_argument(
-        "--resample",
-        type=DURATION,
-        metavar="STEP",
-        help="for a TRACE whose timestamps are not on a regular grid: move each row to the nearest multiple of "
-        "STEP (e.g. 5m: :00, :05, ...) and average the rows that meet there",
-    )
+    add_trace_arguments(parser)
     parser.add_argument(
         "--slo",
         type=percent_flag("--slo"),
@@ -122,28 +105,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=percent_flag("--slo-unserved"),
         help="most unserved demand allowed too, in percent, e.g. 0.1%%",
     )
-    parser.add_argument(
-        "--per-replica", type=typed(parse_per_replica), help="units of demand one replica serves (spec.capacity)"
-    )
-    parser.add_argument("--lead-time", type=DURATION, help="how long a new pod takes to become ready, e.g. 5m")
+    add_capacity_arguments(parser)
     parser.add_argument("--interval", type=DURATION, help="time between decisions (default: the spec's, or 1m)")
-    parser.add_argument("--max-replicas", type=int, help="override policy.maxReplicas (default: 10x the oracle's peak)")
+    add_max_replicas_argument(parser)
     add_split_arguments(parser, "the trace")
     parser.add_argument("--spec", type=Path, help="starting PredictiveScaler YAML (whole object or just its spec)")
     parser.add_argument("--backend-spec", type=Path, help="starting ForecastBackend YAML (default: SeasonalNaive)")
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes that forecast at once (default: all CPUs)"
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (drawn only when stderr is a TTY)")
+    add_progress_argument(parser)
     add_trigger_argument(parser)
     add_memory_argument(parser)
-    source = parser.add_argument_group("reading the trace from Prometheus instead of a file")
-    source.add_argument("--prometheus", metavar="URL", help="base URL of a Prometheus-compatible query API")
-    source.add_argument("--query", help="PromQL returning exactly one series")
-    source.add_argument("--start", help="ISO-8601 or Unix seconds")
-    source.add_argument("--end", help="ISO-8601 or Unix seconds")
-    source.add_argument("--step", type=DURATION, default=timedelta(minutes=1), help="default: 1m")
-    add_connection_arguments(source)
+    add_prometheus_arguments(parser)
     live = parser.add_argument_group(
         "tuning a PredictiveScaler in the cluster (its spec, backend and query; --prometheus replaces the "
         "query's address when it is not reachable from here)"
@@ -156,7 +130,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_LOOKBACK,
         help="how much of its signal's history to read, ending now (default: 28d)",
     )
-    kube_config.add_kubeconfig_arguments(live)
+    add_kubeconfig_arguments(live)
+
+
+def request_from(args: argparse.Namespace) -> TuneRequest:
+    """The tuning run the flags ask for, nothing checked yet."""
+    scaler = None
+    if args.scaler is not None:
+        scaler = ClusterScaler(args.scaler, args.namespace, args.lookback, args.kubeconfig, args.context)
+    return TuneRequest(
+        out=args.out,
+        trace=trace_request(args),
+        slo=Slo(args.slo, args.slo_unserved),
+        overrides=Overrides(
+            per_replica=args.per_replica,
+            lead_time=args.lead_time,
+            interval=args.interval,
+            max_replicas=args.max_replicas,
+        ),
+        scaler=scaler,
+        spec=args.spec,
+        backend_spec=args.backend_spec,
+        warmup=args.warmup,
+        holdout=args.holdout,
+        jobs=args.jobs,
+        trigger_utilization=args.trigger_utilization,
+        memory_budget=args.memory_budget,
+        progress=not args.no_progress,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,6 +168,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"presage tune: {err}", file=sys.stderr)
         return 2
     # Imported only now: it reads traces with pandas and draws with plotly, from the backtest extra.
-    from presage_scaler.tune.from_flags import run_from_flags
+    from presage_scaler.tune import invocation
 
-    return run_from_flags(args)
+    return invocation.run(request_from(args))

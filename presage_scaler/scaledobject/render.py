@@ -1,7 +1,8 @@
 """The KEDA ScaledObject that hands a PredictiveScaler's workload to presage: pure rendering, no I/O.
 
-``presage scaledobject`` (:mod:`presage_scaler.cli.scaledobject_command`) reads the PredictiveScaler
-from the cluster, or from a file without one (GitOps), and prints what :func:`render` returns. Field
+``presage scaledobject`` (:mod:`presage_scaler.cli.scaledobject`) reads the PredictiveScaler from the
+cluster, or from a file without one (GitOps; :mod:`presage_scaler.scaledobject.sources`), and prints
+what :func:`render` returns. Field
 names follow KEDA's ScaledObject specification
 (https://keda.sh/docs/latest/reference/scaledobject-spec/; the tests apply it under the CRDs of KEDA
 v2.21.0 and run it through a real KEDA and HPA) and its external scaler (``enableTLS`` in the

@@ -7,5 +7,6 @@ forecasts with production's policy, ``measure`` gives each candidate's figures, 
 winner, ``tuner`` runs the whole thing (the function a caller tunes one scaler with), ``held_out``
 checks the choice on the held-out part and ``advice`` says whether to act on it; ``output`` and
 ``report`` write what it found, ``from_cluster`` reads a running PredictiveScaler and its history from
-a cluster, ``from_flags`` turns the flags into a run and ``command`` is the CLI.
+a cluster; ``request`` is what ``presage tune`` asks (its flags are read in
+:mod:`presage_scaler.cli.tune`) and ``invocation`` carries a request out.
 """

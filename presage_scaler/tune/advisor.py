@@ -40,13 +40,13 @@ from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
-from presage_scaler.tune.advice import Advice, Verdict, advise
 from presage_scaler.tune.advice_status import advice_status, failed_status
 from presage_scaler.tune.errors import HistoryTooShort, TuneError
 from presage_scaler.tune.from_cluster import live_scaler
-from presage_scaler.tune.from_flags import ERRORS
+from presage_scaler.tune.invocation import ERRORS
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneSetup, tune
+from presage_scaler.tune.verdict import Advice, Verdict, advise
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +418,7 @@ async def advise_cluster(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> int:
     """``presage advise``: one run, a line per scaler advised or failed and the summary line on stdout,
-    printed whatever stops the run; the exit status of :mod:`presage_scaler.tune.advise_command`."""
+    printed whatever stops the run; the exit status of :mod:`presage_scaler.cli.advise`."""
     async with KubeClient(config, user_agent=FIELD_MANAGER) as client:
         advisor = Advisor(client, options, clock=clock, monotonic=monotonic)
         if listing_only:

@@ -13,7 +13,7 @@ is the check. The check fails when, there, the chosen spec
 Either way the choice rests on days that did not predict the days after, and one line says so, with
 what to do: tune on more history, loosen the service level, or keep the starting spec when it did
 better. The terminal, tune.json, tune.html and spec.yaml carry that line, and ``presage tune``
-exits with :data:`presage_scaler.tune.command.HELD_OUT_FAILED`.
+exits with :data:`presage_scaler.tune.request.HELD_OUT_FAILED`.
 """
 
 from __future__ import annotations

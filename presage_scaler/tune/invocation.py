@@ -1,12 +1,11 @@
-"""``presage tune`` from its parsed flags to the terminal table and the files in ``--out``.
+"""``presage tune`` from its request to the terminal table and the files in ``--out``.
 
-Needs the ``backtest`` extra: :mod:`presage_scaler.tune.command` imports this module only once
+Needs the ``backtest`` extra: :mod:`presage_scaler.cli.tune` imports this module only once
 :func:`presage_scaler.backtest.extra.require` has passed.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from dataclasses import dataclass
@@ -17,17 +16,10 @@ from typing import Any
 from presage_scaler.api.kinds import FORECAST_BACKEND, PREDICTIVE_SCALER
 from presage_scaler.api.parse import SpecError
 from presage_scaler.backends.base import BackendError
-from presage_scaler.backtest.command import check_out, writing_into
-from presage_scaler.backtest.config import (
-    Overrides,
-    backend_beside,
-    backend_spec,
-    load_document,
-    load_object,
-)
-from presage_scaler.backtest.connection_flags import connection_flags
+from presage_scaler.backtest.config import backend_beside, backend_spec, load_document, load_object
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.from_flags import _trace as trace_from_flags
+from presage_scaler.backtest.invocation import load_trace
+from presage_scaler.backtest.out_dir import check_out, writing_into
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.kube.scaler_lookup import CommandError
@@ -35,13 +27,12 @@ from presage_scaler.clients.kube.secrets import SecretError
 from presage_scaler.clients.prometheus import PrometheusError
 from presage_scaler.engine.evaluator import EvaluationError
 from presage_scaler.engine.leadtime import HorizonError
-from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.from_cluster import read_live
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import StartingSpec, table, write_document, write_spec
 from presage_scaler.tune.report import write_report
-from presage_scaler.tune.search import Slo
+from presage_scaler.tune.request import HELD_OUT_FAILED, TuneRequest
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 
 ERRORS = (
@@ -71,58 +62,56 @@ class Start:
     """Whether ``spec`` was read from the cluster (every default filled in by the API server)."""
 
 
-def _start(args: argparse.Namespace) -> Start:
-    backend = load_object(args.backend_spec, FORECAST_BACKEND.name) if args.backend_spec else None
-    if args.scaler is not None:
-        if args.trace is not None or args.spec is not None or args.query is not None or args.resample is not None:
+def _start(request: TuneRequest) -> Start:
+    backend = load_object(request.backend_spec, FORECAST_BACKEND.name) if request.backend_spec else None
+    trace = request.trace
+    if request.scaler is not None:
+        if trace.file is not None or request.spec is not None or trace.query is not None or trace.resample is not None:
             raise TuneError(
                 "--scaler reads the spec and the trace from the cluster: give no TRACE, --spec, --query or --resample"
             )
-        if given := connection_flags(args):
+        if given := trace.connection.given():
             raise TuneError(
                 f"--scaler reads its query's headers, credentials and TLS from the cluster: give no {', '.join(given)}"
             )
+        scaler = request.scaler
         live = asyncio.run(
             read_live(
-                args.scaler,
-                args.namespace,
-                args.lookback,
+                scaler.name,
+                scaler.namespace,
+                scaler.lookback,
                 datetime.now(UTC),
-                kubeconfig=args.kubeconfig,
-                context=args.context,
-                prometheus=args.prometheus,
-                memory_budget=args.memory_budget,
-                jobs=max(1, args.jobs),
+                kubeconfig=scaler.kubeconfig,
+                context=scaler.context,
+                prometheus=trace.prometheus,
+                memory_budget=request.memory_budget,
+                jobs=max(1, request.jobs),
             )
         )
         return Start(live.trace, live.metadata, live.spec, backend or live.backend, stored=True)
-    trace = trace_from_flags(args)
-    if args.spec is None:
-        return Start(trace, {}, None, backend)
-    document = load_document(args.spec, PREDICTIVE_SCALER.name)
+    loaded = load_trace(trace, request.memory_budget)
+    if request.spec is None:
+        return Start(loaded, {}, None, backend)
+    document = load_document(request.spec, PREDICTIVE_SCALER.name)
     spec = document["spec"]
-    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-    return Start(trace, metadata, spec, backend or backend_beside(args.spec, spec))
-
-
-def _setup(args: argparse.Namespace, start: Start) -> TuneSetup:
-    overrides = Overrides(
-        per_replica=args.per_replica,
-        lead_time=args.lead_time,
-        interval=args.interval,
-        max_replicas=args.max_replicas,
+    metadata = document.get("metadata")
+    return Start(
+        loaded, metadata if isinstance(metadata, dict) else {}, spec, backend or backend_beside(request.spec, spec)
     )
+
+
+def _setup(request: TuneRequest, start: Start) -> TuneSetup:
     return TuneSetup(
         spec=start.spec,
-        overrides=overrides,
+        overrides=request.overrides,
         backend=backend_spec(start.backend),
-        slo=Slo(args.slo, args.slo_unserved),
-        boot_delay=args.lead_time,
-        warmup=args.warmup,
-        holdout=args.holdout,
-        jobs=max(1, args.jobs),
-        memory_budget=args.memory_budget,
-        trigger_utilization=args.trigger_utilization,
+        slo=request.slo,
+        boot_delay=request.overrides.lead_time,
+        warmup=request.warmup,
+        holdout=request.holdout,
+        jobs=max(1, request.jobs),
+        memory_budget=request.memory_budget,
+        trigger_utilization=request.trigger_utilization,
     )
 
 
@@ -139,18 +128,19 @@ def _write(result: TuneResult, start: Start, out: Path) -> None:
         write_report(result, out / REPORT, start.metadata, starting)
 
 
-def run_from_flags(args: argparse.Namespace) -> int:
-    """Tune as the flags say; 2 with one line on stderr when it cannot run, HELD_OUT_FAILED when the chosen
+def run(request: TuneRequest) -> int:
+    """Tune as ``request`` says; 2 with one line on stderr when it cannot run, HELD_OUT_FAILED when the chosen
     spec failed the held-out check (:mod:`presage_scaler.tune.held_out`)."""
+    out = request.out
     try:
-        check_out(args.out)
-        with ProgressBar(enabled=not args.no_progress and sys.stderr.isatty()) as progress:
-            start = _start(args)
-            result = tune(start.trace, _setup(args, start), progress)
-        _write(result, start, args.out)
+        check_out(out)
+        with ProgressBar(enabled=request.progress and sys.stderr.isatty()) as progress:
+            start = _start(request)
+            result = tune(start.trace, _setup(request, start), progress)
+        _write(result, start, out)
     except ERRORS as err:
         print(f"presage tune: {err}", file=sys.stderr)
         return 2
     print(table(result))
-    print(f"\nwrote {args.out / 'spec.yaml'}, {args.out / 'tune.json'} and {args.out / REPORT}")
+    print(f"\nwrote {out / 'spec.yaml'}, {out / 'tune.json'} and {out / REPORT}")
     return HELD_OUT_FAILED if check(result).failed else 0

@@ -25,7 +25,7 @@ import yaml
 from aiohttp import web
 
 from presage_scaler.api.quantities import format_decimal, parse_duration
-from presage_scaler.tune.advise_command import INDEX_VARIABLE
+from presage_scaler.cli.advise import INDEX_VARIABLE
 from presage_scaler.tune.advisor import ADVICE_FAILED, ADVICE_READY, FIELD_MANAGER
 from tests.harness.local_http import Seen, seen, serving
 from tests.harness.presage_cluster import REPO, apply, get, predictive_scaler

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from presage_scaler.cli.advise import DEFAULT_DEADLINE
 from presage_scaler.cli.main import build_parser
-from presage_scaler.tune.advise_command import DEFAULT_DEADLINE
 from tests.harness.chart_manifests import stale_manifests
 from tests.harness.helm import CHART, IMAGE_FLAGS, IMAGES, Helm, ensure_helm
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries

@@ -18,7 +18,7 @@ import yaml
 
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
-from presage_scaler.tune.command import HELD_OUT_FAILED
+from presage_scaler.tune.request import HELD_OUT_FAILED
 from tests.harness.presage_cluster import REPO, apply, predictive_scaler
 from tests.harness.prometheus import Series
 from tests.unit.test_tune_spec_yaml import left_out_to_no_effect

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from presage_scaler.cli.main import main
-from presage_scaler.tune.command import HELD_OUT_FAILED
-from presage_scaler.tune.from_flags import REPORT
+from presage_scaler.tune.invocation import REPORT
+from presage_scaler.tune.request import HELD_OUT_FAILED
 from tests.harness.chromium import open_page
 from tests.integration.test_report_browser import EXAMPLE, PROBE
 

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from presage_scaler.cli.advise import DEFAULT_DEADLINE, INDEX_VARIABLE
 from presage_scaler.cli.main import build_parser
-from presage_scaler.tune.advise_command import DEFAULT_DEADLINE, INDEX_VARIABLE
 
 ODD_INDEXES = ["²", "٣", "-1", "1.0", " 1", "1 ", "", "x", "0x1", "1" * 10, "9" * 5000, "１"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from presage_scaler.cli import main as cli
 from presage_scaler.cli.main import build_parser, main
-from presage_scaler.tune.command import HELD_OUT_FAILED
+from presage_scaler.tune.request import HELD_OUT_FAILED
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "nab_elb_request_count_5m.csv"

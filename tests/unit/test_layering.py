@@ -1,5 +1,6 @@
 """The packages' import direction: each package imports only the packages below it, and never one
-that :data:`FORBIDDEN` names.
+that :data:`FORBIDDEN` names; no two modules import each other, directly or in a loop; only the
+command line (``cli/``) parses flags.
 
 Read from the source (every ``import`` and ``from ... import``, including those inside functions),
 so an upward import anywhere fails here, not in a review.
@@ -8,7 +9,7 @@ so an upward import anywhere fails here, not in a review.
 from __future__ import annotations
 
 import ast
-from graphlib import TopologicalSorter
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import presage_scaler
@@ -17,9 +18,22 @@ ROOT = Path(presage_scaler.__file__).parent
 
 BELOW: dict[str, set[str]] = {
     # the commands
-    "cli": {"tune", "backtest", "controller", "serving", "observability", "engine", "clients", "backends", "api"},
+    "cli": {
+        "tune",
+        "backtest",
+        "scaledobject",
+        "controller",
+        "serving",
+        "observability",
+        "engine",
+        "clients",
+        "backends",
+        "api",
+    },
     "tune": {"backtest", "engine", "clients", "backends", "series", "api"},
     "backtest": {"engine", "clients", "backends", "series", "api"},
+    # what `presage scaledobject` prints: a PredictiveScaler's KEDA ScaledObject, read from a file or the cluster
+    "scaledobject": {"engine", "clients", "api"},
     # the service: the controller decides and writes; serving answers KEDA and Agones from the store
     "controller": {"serving", "observability", "engine", "clients", "backends", "series", "api"},
     "serving": {"observability", "api", "proto_gen"},
@@ -48,14 +62,18 @@ FORBIDDEN: dict[tuple[str, str], str] = {
 forbidden import contracts)."""
 
 
-def _imports(path: Path) -> set[str]:
+def _all_imports(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
         elif isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
-    return {name for name in out if name.split(".")[0] == "presage_scaler"}
+    return out
+
+
+def _imports(path: Path) -> set[str]:
+    return {name for name in _all_imports(path) if name.split(".")[0] == "presage_scaler"}
 
 
 def _edges() -> dict[tuple[str, str], set[str]]:
@@ -69,6 +87,29 @@ def _edges() -> dict[tuple[str, str], set[str]]:
             if target != package:
                 edges.setdefault((package, target), set()).add(str(path.relative_to(ROOT)))
     return edges
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each module of presage_scaler -> the modules of presage_scaler it imports; ``from package import
+    name`` imports the module ``package.name`` where there is one, else ``package`` itself."""
+    modules = {_module_name(path): path for path in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    module = f"{node.module}.{alias.name}"
+                    imported.add(module if module in modules else node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        graph[name] = {module for module in imported if module in modules and module != name}
+    return graph
 
 
 def test_the_allowed_imports_are_layers():
@@ -101,3 +142,23 @@ def test_metrics_and_serving_import_no_domain_code():
     edges = _edges()
     assert not [(src, dst) for (src, dst) in edges if src in {"serving", "observability"} and dst in domain]
     assert ("serving", "observability") in edges and ("controller", "engine") in edges  # the walk sees imports
+
+
+def test_no_two_modules_import_each_other_directly_or_in_a_loop():
+    graph = _module_imports()
+    assert "presage_scaler.cli.main" in graph and "presage_scaler.cli.backtest" in graph["presage_scaler.cli.main"]
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as err:
+        raise AssertionError(f"import loop: {' -> '.join(err.args[1])}") from None
+
+
+def test_only_the_command_line_parses_flags():
+    """Commands declare and read their flags in cli/ and pass typed values down."""
+    parsing = sorted(
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] != "cli"
+        and "argparse" in {name.split(".")[0] for name in _all_imports(path)}
+    )
+    assert parsing == []

@@ -24,10 +24,10 @@ from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.prometheus_query import RESERVED_HEADERS, PrometheusQuery
 from presage_scaler.api.reasons import Reason
-from presage_scaler.backtest.command import add_connection_arguments
-from presage_scaler.backtest.connection_flags import connection_flags, connection_from_flags
+from presage_scaler.backtest.connection import connection_of
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.cli.main import main
+from presage_scaler.cli.trace_flags import add_connection_arguments, connection_options
 from presage_scaler.clients import prometheus
 from presage_scaler.clients.kube.client import NotFound
 from presage_scaler.clients.kube.secrets import SecretError, Secrets
@@ -455,7 +455,7 @@ def test_flags_make_the_same_connection_a_scaler_would(tmp_path: Path, pki, monk
         "--key-file",
         str(tmp_path / "key"),
     )
-    connection = connection_from_flags(args)
+    connection = connection_of(connection_options(args))
     assert connection.headers == (
         ("Authorization", basic_authorization("presage", "päss")),
         ("X-Scope-OrgID", "team-a"),
@@ -464,7 +464,7 @@ def test_flags_make_the_same_connection_a_scaler_would(tmp_path: Path, pki, monk
     assert connection.credentials == "--basic-auth presage"
     assert connection.tls == TLSSettings(ca=pki["ca"].cert, cert=pki["client"].cert, key=pki["client"].key)
     assert connection.tls.context() is not True
-    assert connection_flags(args) == [
+    assert connection_options(args).given() == [
         "--header",
         "--basic-auth",
         "--basic-auth-password-file",
@@ -473,9 +473,9 @@ def test_flags_make_the_same_connection_a_scaler_would(tmp_path: Path, pki, monk
         "--key-file",
     ]
     monkeypatch.setenv("PRESAGE_PROMETHEUS_PASSWORD", "from-env")
-    from_env = connection_from_flags(_flags("--basic-auth", "presage"))
+    from_env = connection_of(connection_options(_flags("--basic-auth", "presage")))
     assert from_env.headers == (("Authorization", basic_authorization("presage", "from-env")),)
-    assert connection_from_flags(_flags()) == Connection()
+    assert connection_of(connection_options(_flags())) == Connection()
 
 
 @pytest.mark.parametrize(
@@ -495,7 +495,7 @@ def test_flags_make_the_same_connection_a_scaler_would(tmp_path: Path, pki, monk
 def test_flags_that_cannot_work_are_refused_naming_the_flag(argv, message, monkeypatch):
     monkeypatch.delenv("PRESAGE_PROMETHEUS_PASSWORD", raising=False)
     with pytest.raises(BacktestError) as caught:
-        connection_from_flags(_flags(*argv))
+        connection_of(connection_options(_flags(*argv)))
     assert str(caught.value).startswith(message), str(caught.value)
 
 

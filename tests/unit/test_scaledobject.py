@@ -1,4 +1,4 @@
-"""Rendering the KEDA ScaledObject for a PredictiveScaler (presage_scaler/cli/scaledobject.py)."""
+"""Rendering the KEDA ScaledObject for a PredictiveScaler (presage_scaler/scaledobject/render.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from presage_scaler.api.serving_contract import SCALER_KEY
-from presage_scaler.cli.scaledobject import (
+from presage_scaler.clients.kube.scaler_lookup import CommandError
+from presage_scaler.scaledobject.render import (
     DEFAULT_SCALER_ADDRESS,
     ClusterSupport,
     ScaledObjectError,
@@ -27,8 +28,7 @@ from presage_scaler.cli.scaledobject import (
     to_yaml,
     tolerance,
 )
-from presage_scaler.cli.scaledobject_command import from_file
-from presage_scaler.clients.kube.scaler_lookup import CommandError
+from presage_scaler.scaledobject.sources import from_file
 
 
 def scaler(

@@ -22,15 +22,15 @@ from presage_scaler.backtest.config import Overrides, backend_spec, make_backend
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.cli.main import main
-from presage_scaler.tune.advice import Verdict, advise, held_out_line, undecided_line
-from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import knobs_of
 from presage_scaler.tune.output import alike_line, document, table, verdict
 from presage_scaler.tune.prepared import forecast
 from presage_scaler.tune.replay import Decisions, replay
+from presage_scaler.tune.request import HELD_OUT_FAILED
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import Trial, TuneResult, TuneSetup, tune
+from presage_scaler.tune.verdict import Verdict, advise, held_out_line, undecided_line
 from tests.unit.test_tune_parts import DAY, STEP, daily_trace
 
 WARMUP = timedelta(days=2)

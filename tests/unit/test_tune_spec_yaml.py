@@ -22,14 +22,14 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backtest.output import advice
 from presage_scaler.cli.main import main
-from presage_scaler.tune.advice import Verdict, advise
 from presage_scaler.tune.advice_status import advice_status, spec_patch
-from presage_scaler.tune.command import HELD_OUT_FAILED
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.minimal import minimal
 from presage_scaler.tune.output import StartingSpec, backend_name, manifests, tuned_wire, write_spec
+from presage_scaler.tune.request import HELD_OUT_FAILED
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneResult, tune
+from presage_scaler.tune.verdict import Verdict, advise
 from tests.unit.test_tune import FLAGS, _held_up, _week, _with, setup_for, write_csv
 from tests.unit.test_tune_parts import daily_trace
 

@@ -12,7 +12,6 @@ package, which removes them when the process exits.
 
 from __future__ import annotations
 
-import argparse
 import os
 import ssl
 from dataclasses import dataclass, field
@@ -108,14 +107,6 @@ def in_cluster() -> KubeConfig:
         raise KubeConfigError(f"not running in a cluster ({exc}); pass --kubeconfig") from exc
     namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.exists() else "default"
     return _from_loaded(loaded, namespace or "default")
-
-
-def add_kubeconfig_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--kubeconfig`` and ``--context``, the flags that :func:`load` takes."""
-    parser.add_argument(
-        "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
-    )
-    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
 
 
 def load(kubeconfig: Path | None = None, context: str | None = None) -> KubeConfig:
