@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
     capacity is in the legend, hidden until clicked."""
     plan = result.plan
     trace, policy = plan.trace, plan.spec.policy
-    grid = {"start": trace.start, "step": trace.step}
+    start, step = trace.start, trace.step
     lower, upper = _band(result)
     quantiles = f"q{policy.scale_down_quantile:g}–q{policy.target_quantile:g}"
     figure = go.Figure()
@@ -110,7 +110,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
         showlegend=False,
         line={"width": 0, "shape": "hv"},
         hovertemplate=f"forecast q{policy.scale_down_quantile:g}: %{{y:{HOVER}}}<extra></extra>",
-        **plots.on_grid(lower, **grid),
+        **plots.on_grid(lower, start, step),
     )
     figure.add_scatter(
         name=f"presage's forecast of the window's highest demand, {quantiles}",
@@ -119,19 +119,19 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
         fillcolor="rgba(31, 119, 180, 0.25)",
         line={"width": 0, "shape": "hv"},
         hovertemplate=f"forecast q{policy.target_quantile:g}: %{{y:{HOVER}}}<extra></extra>",
-        **plots.on_grid(upper, **grid),
+        **plots.on_grid(upper, start, step),
     )
     figure.add_scatter(
         name="demand",
         line={"color": DEMAND_COLOR, "width": 1},
         yhoverformat=HOVER,
-        **plots.on_grid(trace.values, **grid),
+        **plots.on_grid(trace.values, start, step),
     )
     figure.add_scatter(
         name="capacity: presage",
         line={"color": COLORS["presage"], "width": 1.6, "shape": "hv"},
         yhoverformat=HOVER,
-        **plots.on_grid(_capacity(result, "presage"), **grid),
+        **plots.on_grid(_capacity(result, "presage"), start, step),
     )
     for name in [other for other in POLICIES if other != "presage"]:
         figure.add_scatter(
@@ -139,7 +139,7 @@ def capacity_figure(result: BacktestResult) -> go.Figure:
             visible="legendonly",
             line={"color": COLORS[name], "width": 1.2, "shape": "hv"},
             yhoverformat=HOVER,
-            **plots.on_grid(_capacity(result, name), **grid),
+            **plots.on_grid(_capacity(result, name), start, step),
         )
     short = _counted_shortfalls(result, "presage")
     figure.add_scatter(
@@ -236,7 +236,8 @@ def cost_figure(result: BacktestResult) -> go.Figure:
         desired = result.policies[name].simulation.desired[report_from:].astype(np.float64)
         # Bins start at midnight, so a day is a calendar day; each point is drawn at its bin's middle.
         means = trace.series(desired, first=report_from).resample(length, origin="start_day").mean()
-        centres = means.index + length / 2
+        # A resample of a time-indexed series: its index is a DatetimeIndex (the stubs say Index).
+        centres = cast(pd.DatetimeIndex, means.index) + length / 2
         figure.add_scatter(
             name=LABELS[name],
             mode="lines+markers",

@@ -21,11 +21,11 @@ import yaml
 from plotly.subplots import make_subplots
 
 from presage_scaler.backtest import plots
-from presage_scaler.tune.advice import held_out_line, history_line, undecided_line
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import StartingSpec, alike_line, compared, judged, manifests, trigger_line, verdict
 from presage_scaler.tune.search import ALIKE, Figures
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult
+from presage_scaler.tune.verdict import held_out_line, history_line, undecided_line
 
 COLORS = {
     "chosen": "#1f77b4",
@@ -149,12 +149,12 @@ def held_out_figure(result: TuneResult) -> go.Figure:
     """Demand and each policy's ready capacity over the held-out part."""
     parts, trace = result.split, result.trace
     view = slice(parts.held_out_from, parts.end)
-    grid = {"start": trace.time_at(parts.held_out_from), "step": trace.step}
+    start, step = trace.time_at(parts.held_out_from), trace.step
     figure = go.Figure()
     figure.add_trace(
         go.Scatter(
             name="demand",
-            **plots.on_grid(trace.values[view], **grid),
+            **plots.on_grid(trace.values[view], start, step),
             line={"color": DEMAND_COLOR, "width": 1},
             hovertemplate="%{y:.4~g}",
         )
@@ -163,7 +163,7 @@ def held_out_figure(result: TuneResult) -> go.Figure:
         figure.add_trace(
             go.Scatter(
                 name=f"{name} capacity",
-                **plots.on_grid(capacity, **grid),
+                **plots.on_grid(capacity, start, step),
                 line={"color": COLORS[name], "width": 1.4 if name == "chosen" else 1, "shape": "hv"},
                 visible=True if name == "chosen" else "legendonly",
                 hovertemplate="%{y:.4~g}",
