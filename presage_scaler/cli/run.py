@@ -1,4 +1,5 @@
-"""``presage run``: flags for the scaler process."""
+"""``presage run``: its flags, read into :class:`~presage_scaler.controller.app.ControllerOptions`, and the
+scaler process run until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
