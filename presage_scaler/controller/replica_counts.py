@@ -2,8 +2,9 @@
 
 A Deployment's, StatefulSet's or ReplicaSet's scale subresource reports its ``spec.replicas``, so
 for these kinds a watch of the objects themselves knows the count the HPA compares against. A GET
-costs the controller ~0.2 ms of CPU and the API server and etcd ~0.6 ms at every evaluation
-(docs/controller.md, Throughput); a watch costs one decoded event per change of the object.
+costs the controller, the API server and etcd CPU at every evaluation (docs/controller.md,
+Throughput, measured by ``benchmarks/bench_controller.py``); a watch costs one decoded event per
+change of the object.
 
 A kind is watched from the first evaluation that targets it, in the namespaces presage watches,
 and keeps being watched while the process runs. Until its watch has listed, and for an object it

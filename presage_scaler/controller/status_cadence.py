@@ -1,11 +1,11 @@
 """When an evaluation's status is written, and when it is held in memory until a later one.
 
-A status write costs the API server about 6.5 ms of CPU whatever it carries (docs/controller.md),
-more than the evaluation itself, and most evaluations change nothing anyone acts on: the same
-recommendation, the same current count, the same conditions, only a newer forecast. So a status
-is written at once when something visible changed (:func:`visible_key`), and otherwise held: what
-is held (the shadow ledger's newest prediction, recorded forecasts, the newer forecast figures) is
-the next evaluation's starting point, exactly as if it had been written.
+A status write costs the API server CPU whatever it carries, more than the evaluation itself
+(``benchmarks/bench_controller.py`` measures both), and most evaluations change nothing anyone acts
+on: the same recommendation, the same current count, the same conditions, only a newer forecast.
+So a status is written at once when something visible changed (:func:`visible_key`), and otherwise
+held: what is held (the shadow ledger's newest prediction, recorded forecasts, the newer forecast
+figures) is the next evaluation's starting point, exactly as if it had been written.
 
 The served recommendation stays fresh, by one of two rules:
 
@@ -81,8 +81,8 @@ def visible_key(status: JSON) -> str:
     (``signalStatuses[].replicas``): like the forecast figures it is derived from, it explains a
     number rather than being one anything acts on, and it moves whenever demand crosses a replica's
     capacity, also while a constraint (a rate limit, ``maxReplicas``) holds the recommendation
-    still; the metrics export it at every evaluation. At 10,000 scalers on the benchmark's signal it
-    was 12,000 of 22,000 writes.
+    still; the metrics export it at every evaluation (``benchmarks/bench_controller.py`` counts the
+    status writes per evaluation).
 
     Read from status as JSON, whatever a hand-written status holds, so it is compared as text.
     """

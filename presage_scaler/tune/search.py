@@ -8,10 +8,10 @@ on cannot rank from moving the user's spec: the starting spec stays when it meet
 costs at most ALIKE more than the winner. The choice never sees held-out figures.
 
 Why the cheapest, and not a rule that prefers margin or fewer changes among the candidates ALIKE in
-cost: on the shared traces such rules paid more held out, and the misses held out they avoid come
-from parts too short to choose on, which :mod:`presage_scaler.tune.advice` refuses to advise from
-(``benchmarks/bench_tune_search.py`` measures each rule). The noise in "meets the level" is priced
-where it arises, in the margin below.
+cost: such rules pay more held out, and the misses held out they would avoid come from parts too
+short to choose on, which :mod:`presage_scaler.tune.advice` refuses to advise from. Checked by
+``benchmarks/bench_tune_search.py``, which measures each rule. The noise in "meets the level" is
+priced where it arises, in the margin below.
 
 Meeting the service level in-sample means meeting it with CONFIDENCE, not just on the days seen:
 under-provisioning comes in spells, and a part that holds a handful of them says little about how
@@ -45,8 +45,9 @@ from presage_scaler.tune.knobs import Knobs
 
 CONFIDENCE = 0.8
 """How sure the in-sample figures must make the choice that the service level holds (module
-docstring): four times in five. ``benchmarks/bench_tune_search.py`` measures the held-out regret and
-under-provisioning of other levels on every shared trace: lower ones buy regret with misses held out."""
+docstring): four times in five; a lower level buys regret with misses held out. Checked by
+``benchmarks/bench_tune_search.py``, which measures the held-out regret and under-provisioning of
+other levels."""
 
 
 def spells(short: np.ndarray) -> int:

@@ -31,8 +31,8 @@ from presage_scaler.series.timegrid import steps_for
 UTILIZATIONS = tuple(percent / 100 for percent in range(30, 96))
 """The target utilizations tune tries for the seasonal trigger, 30 % to 95 % in steps of 1 %: below
 30 % the trigger pays for more than three times the demand it sees, and at 100 % it leaves nothing
-for a peak above last week's. Steps as fine as the trigger's cost moves on the shared traces, so
-that the trigger tuned is at its best on the part chosen on."""
+for a peak above last week's. Steps as fine as the trigger's cost moves, so that the trigger tuned
+is at its best on the part chosen on (checked by ``benchmarks/bench_tune.py``, which tunes it)."""
 
 
 def trigger_counts(plan: Plan, utilizations: Sequence[float], kept_from: int = 0) -> np.ndarray:
