@@ -45,11 +45,11 @@ from bench_seasonal_naive import demand
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
 from presage_scaler.backtest.runner import Setup, run_backtest
 from presage_scaler.backtest.trace import Trace, load_csv
-from presage_scaler.tune.advice import advise
 from presage_scaler.tune.held_out import misses
 from presage_scaler.tune.output import alike_line, trigger_line, utilization, verdict
 from presage_scaler.tune.search import Figures, Slo
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
+from presage_scaler.tune.verdict import advise
 
 LEAD = timedelta(minutes=5)
 SLO = Slo(1.0)

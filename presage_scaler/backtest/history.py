@@ -1,6 +1,6 @@
 """How much history ``presage tune`` needs after the warm-up: the parts it cuts a trace into
 (:mod:`presage_scaler.tune.split`) and the least part chosen on whose choice it advises
-(:mod:`presage_scaler.tune.advice`). Declared here, below both commands, so that ``presage backtest``
+(:mod:`presage_scaler.tune.verdict`). Declared here, below both commands, so that ``presage backtest``
 can say what tune will be able to do on the same trace without a figure of its own.
 """
 

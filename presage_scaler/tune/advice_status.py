@@ -9,11 +9,11 @@ from typing import Any
 
 from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.tune.advice import Advice
 from presage_scaler.tune.knobs import Knobs
 from presage_scaler.tune.output import alike_line, backend_name, forecaster_changed, tuned_wire
 from presage_scaler.tune.search import Figures
 from presage_scaler.tune.tuner import Outcome, TuneResult
+from presage_scaler.tune.verdict import Advice
 
 KNOB_FIELDS = {
     "targetQuantile": "policy.targetQuantile",

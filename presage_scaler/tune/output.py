@@ -17,7 +17,14 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.config import backend_spec
 from presage_scaler.backtest.runner import percent
-from presage_scaler.tune.advice import (
+from presage_scaler.tune.held_out import check
+from presage_scaler.tune.knobs import Knobs
+from presage_scaler.tune.minimal import minimal
+from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
+from presage_scaler.tune.split import RECENT
+from presage_scaler.tune.trigger import UTILIZATIONS
+from presage_scaler.tune.tuner import Outcome, Trial, TriggerTrial, TuneResult
+from presage_scaler.tune.verdict import (
     Advice,
     Verdict,
     advise,
@@ -26,13 +33,6 @@ from presage_scaler.tune.advice import (
     nothing_met_line,
     undecided_line,
 )
-from presage_scaler.tune.held_out import check
-from presage_scaler.tune.knobs import Knobs
-from presage_scaler.tune.minimal import minimal
-from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, rate_bound
-from presage_scaler.tune.split import RECENT
-from presage_scaler.tune.trigger import UTILIZATIONS
-from presage_scaler.tune.tuner import Outcome, Trial, TriggerTrial, TuneResult
 
 DEFAULT_NAME = "tuned"
 """The PredictiveScaler's name when the starting spec came without metadata."""
@@ -187,7 +187,7 @@ def _replay(result: TuneResult) -> str:
 
 def write_spec(result: TuneResult, metadata: dict[str, Any], path: Path, start: StartingSpec) -> None:
     """spec.yaml: the chosen objects (:func:`manifests`) under a header that says what they achieved and
-    the one thing to do with them, by the verdict (:func:`presage_scaler.tune.advice.advise`): apply
+    the one thing to do with them, by the verdict (:func:`presage_scaler.tune.verdict.advise`): apply
     them when advised; otherwise nothing to apply, the file holding the starting spec (Keep) or the
     chosen candidate marked not advised, to read and to replay. Written whatever the verdict, so that
     every run leaves the same files and its choice can always be replayed."""

@@ -9,7 +9,7 @@ costs at most ALIKE more than the winner. The choice never sees held-out figures
 
 Why the cheapest, and not a rule that prefers margin or fewer changes among the candidates ALIKE in
 cost: such rules pay more held out, and the misses held out they would avoid come from parts too
-short to choose on, which :mod:`presage_scaler.tune.advice` refuses to advise from. Checked by
+short to choose on, which :mod:`presage_scaler.tune.verdict` refuses to advise from. Checked by
 ``benchmarks/bench_tune_search.py``, which measures each rule. The noise in "meets the level" is
 priced where it arises, in the margin below.
 

@@ -362,7 +362,7 @@ def _prefix(trace: Trace, steps: int) -> Trace:
 def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> TuneResult:
     """Replay every candidate of the space (:mod:`presage_scaler.tune.space`), choose one from their
     in-sample figures (:func:`presage_scaler.tune.search.choose`), and report every candidate on both
-    parts. One call tunes one scaler, from its trace and starting spec; :func:`presage_scaler.tune.advice.advise`
+    parts. One call tunes one scaler, from its trace and starting spec; :func:`presage_scaler.tune.verdict.advise`
     says what to do with the result.
 
     Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from

@@ -4,9 +4,9 @@ The choice (:mod:`presage_scaler.tune.search`) is made on the in-sample part alo
 advised depends on what the choice could not see, in this order:
 
 1. **Not enough history yet**: the part chosen on is shorter than
-   :data:`presage_scaler.backtest.history.TRUSTED` (7 days). On the shared traces every choice that
-   missed the service level held out was made on two days, and on two days the candidates alike
-   in-sample often split between meeting and missing it held out.
+   :data:`presage_scaler.backtest.history.TRUSTED` (7 days). A few days hold too few spells of
+   under-provisioning to tell candidates alike in-sample apart: some meet the level held out and
+   some miss it (``benchmarks/bench_tune_search.py`` counts them on choices made on two days).
 2. **Nothing met the level in-sample**: the chosen spec is only the least under-provisioned one,
    and the part chosen on cannot decide among specs that all miss.
 3. **The held-out check failed** (:mod:`presage_scaler.tune.held_out`): the chosen spec missed the
