@@ -94,7 +94,7 @@ def _start(request: TuneRequest) -> Start:
         return Start(loaded, {}, None, backend)
     document = load_document(request.spec, PREDICTIVE_SCALER.name)
     spec = document["spec"]
-    metadata = document.get("metadata")
+    metadata: object = document.get("metadata")  # whatever the file holds: only a mapping is kept
     return Start(
         loaded, metadata if isinstance(metadata, dict) else {}, spec, backend or backend_beside(request.spec, spec)
     )
