@@ -40,7 +40,7 @@ from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.config import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
-from presage_scaler.tune.advice_status import advice_status, failed_status
+from presage_scaler.tune.advice_body import advice_status, failed_status
 from presage_scaler.tune.errors import HistoryTooShort, TuneError
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.invocation import ERRORS

@@ -22,7 +22,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import parse_duration
 from presage_scaler.backtest.output import advice
 from presage_scaler.cli.main import main
-from presage_scaler.tune.advice_status import advice_status, spec_patch
+from presage_scaler.tune.advice_body import advice_status, spec_patch
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.minimal import minimal
 from presage_scaler.tune.output import StartingSpec, backend_name, manifests, tuned_wire, write_spec

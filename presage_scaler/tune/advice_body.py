@@ -1,5 +1,5 @@
-"""``status.advice`` from a tuning run: the verdict, the changed fields as a merge patch a user can
-apply, and the figures of the current and the advised spec on both parts of the history."""
+"""The body of ``status.advice`` from a tuning run: the verdict, the changed fields as a merge patch a
+user can apply, and the figures of the current and the advised spec on both parts of the history."""
 
 from __future__ import annotations
 
