@@ -1,4 +1,4 @@
-"""``presage advise``: its flags; the run itself is :mod:`presage_scaler.tune.advisor`, imported once
+"""``presage advise``: its flags; the run itself is :mod:`presage_scaler.tune.in_cluster_advisor`, imported once
 :func:`presage_scaler.backtest.extra.require` has passed."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"presage advise: {err}", file=sys.stderr)
         return 2
     # Imported only now: tuning reads traces with pandas, from the backtest extra.
-    from presage_scaler.tune.advisor import AdviseOptions, advise_cluster
+    from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advise_cluster
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     options = AdviseOptions(

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from presage_scaler.api.quantities import format_decimal, parse_duration
 from presage_scaler.cli.advise import INDEX_VARIABLE
-from presage_scaler.tune.advisor import ADVICE_FAILED, ADVICE_READY, FIELD_MANAGER
+from presage_scaler.tune.in_cluster_advisor import ADVICE_FAILED, ADVICE_READY, FIELD_MANAGER
 from tests.harness.local_http import Seen, seen, serving
 from tests.harness.presage_cluster import REPO, apply, get, predictive_scaler
 from tests.harness.prometheus import Series

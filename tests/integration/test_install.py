@@ -136,7 +136,7 @@ def test_the_advise_image_carries_what_presage_advise_needs(tmp_path):
     (tmp_path / "advise").mkdir()
     advise = install_image(DOCKERFILE, tmp_path / "advise", dependencies_of=Path(sys.executable), extras="[backtest]")
     imports = subprocess.run(
-        [advise / "python", "-c", "import presage_scaler.tune.advisor, presage_scaler.backtest.report"],
+        [advise / "python", "-c", "import presage_scaler.tune.in_cluster_advisor, presage_scaler.backtest.report"],
         capture_output=True,
         text=True,
         check=False,

@@ -17,7 +17,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.tune.advice_body import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff
-from presage_scaler.tune.advisor import Deadline, DeadlineExceeded, advice_spec, due, in_shard, summary_line
+from presage_scaler.tune.in_cluster_advisor import Deadline, DeadlineExceeded, advice_spec, due, in_shard, summary_line
 from presage_scaler.tune.knobs import ForecasterKnobs
 from presage_scaler.tune.tuner import TuneResult, tune
 from presage_scaler.tune.verdict import Verdict, advise

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from presage_scaler.clients.kube.config import KubeConfig
-from presage_scaler.tune.advisor import FIELD_MANAGER, AdviseOptions, advise_cluster
+from presage_scaler.tune.in_cluster_advisor import FIELD_MANAGER, AdviseOptions, advise_cluster
 from tests.harness.local_http import serving
 
 NOW = datetime(2026, 12, 6, 12, tzinfo=UTC)
