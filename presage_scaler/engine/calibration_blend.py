@@ -36,7 +36,7 @@ the blend with the level it replaces: a second partner chosen on the same day's 
 often by chance. Checked by ``benchmarks/bench_backtest.py``."""
 
 BLEND_BLOCK = 256
-"""Forecasts whose blends :func:`choose_blends` judges together: few enough for their arrays to stay
+"""Forecasts whose blends :func:`_costs` judges together: few enough for their arrays to stay
 in a processor's cache (``benchmarks/bench_tune.py`` prints the CPU a tuning run costs)."""
 
 
@@ -111,6 +111,38 @@ def choose_blends(
     weight). Yesterday's replaces the level's where ``with_yesterday`` and it saves a further
     YESTERDAY_SAVING of ``c_1``.
     """
+    sized = _costs(realised, references, partners, scales, floors)
+    own = sized[0, 0]
+    eligible = sized <= own - BLEND_SAVING * np.abs(own)
+    eligible[0] = True  # the backend alone, the dearest of the eligible
+    best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
+    forecasts = np.arange(len(own))
+    costs = sized[best, np.arange(2)[:, np.newaxis], forecasts]
+    savings = saving(own, costs)
+    partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
+    weight = best[partner, forecasts]
+    # The chosen blend's scores, made again as _costs judged them, for the rows that chose it.
+    chosen = (realised - references) / scales
+    for index, value in enumerate(BLEND_WEIGHTS[1:], start=1):
+        rows = np.flatnonzero(weight == index)
+        if len(rows):
+            mixed = value * references[rows] + (1.0 - value) * partners[partner[rows], rows]
+            chosen[rows] = (realised[rows] - mixed) / scales[rows]
+    return Blend(
+        partners=partner,
+        weights=np.array(BLEND_WEIGHTS)[weight],
+        savings=np.where(weight > 0, savings[partner, forecasts], 0.0),
+        scores=chosen,
+        costs=costs[partner, forecasts],
+    )
+
+
+def _costs(
+    realised: np.ndarray, references: np.ndarray, partners: np.ndarray, scales: np.ndarray, floors: np.ndarray
+) -> np.ndarray:
+    """``c``: what each blend's SELECTION_LEVEL quantile would have sized to on average over the day
+    (shape (len(BLEND_WEIGHTS), 2, F): weights × partners × forecasts; the arguments as
+    :func:`choose_blends` takes them)."""
     position = rank(realised.shape[1], SELECTION_LEVEL)
     mean_scale = scales.mean(axis=1)
     # Every blend of non-negative references and partners is non-negative, so only a negative
@@ -143,26 +175,4 @@ def choose_blends(
         part = slice(first, first + BLEND_BLOCK)
         for index, weight in enumerate(BLEND_WEIGHTS):
             sized[index, :, part] = judged(part, weight)
-    own = sized[0, 0]
-    eligible = sized <= own - BLEND_SAVING * np.abs(own)
-    eligible[0] = True  # the backend alone, the dearest of the eligible
-    best = np.argmin(np.where(eligible, sized, np.inf), axis=0)  # partners × forecasts: the first (highest) weight
-    forecasts = np.arange(len(own))
-    costs = sized[best, np.arange(2)[:, np.newaxis], forecasts]
-    savings = saving(own, costs)
-    partner = (with_yesterday & (best[1] > 0) & (savings[1] >= savings[0] + YESTERDAY_SAVING)).astype(np.intp)
-    weight = best[partner, forecasts]
-    # The chosen blend's scores, made again as judged made them, for the rows that chose it.
-    chosen = (realised - references) / scales
-    for index, value in enumerate(BLEND_WEIGHTS[1:], start=1):
-        rows = np.flatnonzero(weight == index)
-        if len(rows):
-            mixed = value * references[rows] + (1.0 - value) * partners[partner[rows], rows]
-            chosen[rows] = (realised[rows] - mixed) / scales[rows]
-    return Blend(
-        partners=partner,
-        weights=np.array(BLEND_WEIGHTS)[weight],
-        savings=np.where(weight > 0, savings[partner, forecasts], 0.0),
-        scores=chosen,
-        costs=costs[partner, forecasts],
-    )
+    return sized
