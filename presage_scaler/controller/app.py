@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,6 @@ from presage_scaler.controller.gc_tuning import collecting_less_often
 from presage_scaler.controller.keda_scaledobjects import KubeScaledObjectTriggers
 from presage_scaler.controller.leadership import Leadership
 from presage_scaler.controller.predictive_scaler_controller import ScalerController
-from presage_scaler.controller.predictive_scaler_objects import Key
 from presage_scaler.controller.replica_counts import WatchedReplicas
 from presage_scaler.controller.shards import ShardElection
 from presage_scaler.observability.metrics import ScalerMetrics
@@ -108,7 +107,7 @@ class RunningController:
         return self.scaler_informer.synced and self.backend_informer.synced
 
 
-async def _after(*steps: Coroutine[None, None, None]) -> None:
+async def _after(*steps: Awaitable[object]) -> None:
     """Run coroutines one after another (scalers start once their backends are known and probed)."""
     for step in steps:
         await step
