@@ -89,18 +89,38 @@ class _Durations:
 
 
 class ScalerMetrics:
-    """Every metric family of the scaler, and the calls that update them."""
+    """Every metric family of the scaler, and the calls that update them.
+
+    The families are declared by concern, in the order a scrape lists them: the per-scaler gauges
+    (replicas, forecast, signals, shadow), then the cumulative families (evaluation, serving), then
+    the collector that turns the per-scaler tables into samples.
+    """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-
         self._gauges: list[ScalerGauge] = []
+        self._declare_replica_gauges()
+        self._declare_forecast_gauges()
+        self._declare_signal_gauges()
+        self._declare_shadow_gauges()
+        self._declare_evaluation_families()
+        self._declare_serving_families()
+        self._values: dict[Key, dict[str, _Values]] = {}
+        self._layouts: dict[_Layout, _Layout] = {}
+        self._durations: dict[Key, _Durations] = {}
+        self._cumulative: dict[Key, set[tuple[Counter | Histogram, tuple[str, ...]]]] = {}
+        self.registry.register(_ScalerSeries(self._gauges, self._values, self._durations))
 
-        def gauge(name: str, doc: str, *labels: str) -> ScalerGauge:
-            self._gauges.append(ScalerGauge(name, doc, labels))
-            return self._gauges[-1]
+    # --- declarations ---------------------------------------------------------------------------
 
+    def _gauge(self, name: str, documentation: str, *labels: str) -> ScalerGauge:
+        """Declare a per-scaler gauge family (labels after ``namespace`` and ``scaler``)."""
+        self._gauges.append(ScalerGauge(name, documentation, labels))
+        return self._gauges[-1]
+
+    def _declare_replica_gauges(self) -> None:
+        """What the last evaluation recommended, what each policy alone implies, and the lead time."""
+        gauge = self._gauge
         self.recommended = gauge("presage_recommended_replicas", "Replicas presage recommends (what Enforce applies).")
         self.predictive = gauge("presage_predictive_replicas", "Replicas the forecast alone implies.")
         self.reactive = gauge(
@@ -108,6 +128,10 @@ class ScalerMetrics:
         )
         self.current = gauge("presage_current_replicas", "Replicas last read from the target.")
         self.lead_time = gauge("presage_lead_time_seconds", "Lead time used by the last evaluation.")
+
+    def _declare_forecast_gauges(self) -> None:
+        """The binding signal's forecast: at the lead time, and projected up to the horizon."""
+        gauge = self._gauge
         self.forecast_point = gauge(
             "presage_forecast_point", "Point forecast at the lead time, of the binding signal.", "signal"
         )
@@ -127,6 +151,10 @@ class ScalerMetrics:
             "offset_seconds",
             "quantile",
         )
+
+    def _declare_signal_gauges(self) -> None:
+        """Each signal's figures, and which signal and which constraint bound the recommendation."""
+        gauge = self._gauge
         self.signal_observed = gauge("presage_signal_observed", "Latest observed value of each signal.", "signal")
         self.signal_forecast = gauge(
             "presage_signal_forecast", "Each signal's forecast at the lead time, at the target quantile.", "signal"
@@ -152,6 +180,10 @@ class ScalerMetrics:
             "1 for the constraint that set the recommendation (Forecast when none did), 0 for the others.",
             "constraint",
         )
+
+    def _declare_shadow_gauges(self) -> None:
+        """The shadow ledger's scores: how presage and the reactive policy would have covered demand."""
+        gauge = self._gauge
         self.shadow_coverage = gauge(
             "presage_shadow_coverage_ratio",
             "Fraction of scored moments whose demand the recommendation covered (policy: presage or reactive).",
@@ -168,6 +200,10 @@ class ScalerMetrics:
         )
         self.shadow_samples = gauge("presage_shadow_scored_predictions", "Recommendations scored in the shadow window.")
         self.shadow_pending = gauge("presage_shadow_pending_predictions", "Recommendations waiting to be scored.")
+
+    def _declare_evaluation_families(self) -> None:
+        """What evaluating costs and how it fails: errors, fenced writes, backend and Prometheus calls."""
+        r = self.registry
         self.evaluation_errors = Counter(
             "presage_evaluation_errors", "Evaluations that failed, by reason.", (*SCALER, "reason"), registry=r
         )
@@ -192,6 +228,10 @@ class ScalerMetrics:
             buckets=_CALL_BUCKETS,
             registry=r,
         )
+
+    def _declare_serving_families(self) -> None:
+        """How KEDA's calls and Agones' webhook requests were answered."""
+        r = self.registry
         self.grpc_requests = Counter(
             "presage_grpc_requests",
             "KEDA external scaler calls, by method and gRPC status.",
@@ -214,11 +254,6 @@ class ScalerMetrics:
             buckets=_REQUEST_BUCKETS,
             registry=r,
         )
-        self._values: dict[Key, dict[str, _Values]] = {}
-        self._layouts: dict[_Layout, _Layout] = {}
-        self._durations: dict[Key, _Durations] = {}
-        self._cumulative: dict[Key, set[tuple[Counter | Histogram, tuple[str, ...]]]] = {}
-        r.register(_ScalerSeries(self._gauges, self._values, self._durations))
 
     # --- per scaler ----------------------------------------------------------------------------
 
