@@ -43,62 +43,81 @@ class _Serving:
     batcher: MicroBatcher
 
 
-@dataclass
-class _State:
-    serving: _Serving | None = None
-    error: str | None = None
-
-
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
     return JSONResponse(protocol.RequestError(status, code, message, field).body(), status_code=status)
 
 
 def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None) -> Starlette:
     """The forecaster app for ``settings``. The model starts loading when the app starts."""
-    metrics = Metrics()
-    state = _State()
+    forecaster = _Forecaster(settings, on_fatal)
+    return Starlette(routes=forecaster.routes(), lifespan=forecaster.lifespan)
 
-    def counted(path: str, handler: Handler) -> Handler:
+
+class _Forecaster:
+    """One app's state (the model once loaded and warmed up, or why it failed to load), its
+    handlers, and the lifespan that loads the model and stops the batcher."""
+
+    def __init__(self, settings: Settings, on_fatal: Callable[[str], None] | None) -> None:
+        self.settings = settings
+        self.on_fatal = on_fatal
+        self.metrics = Metrics()
+        self.serving: _Serving | None = None
+        self.error: str | None = None
+
+    def routes(self) -> list[Route]:
+        """Every route, each counted in the request metrics by its path."""
+        return [
+            Route("/healthz", self._counted("/healthz", self.healthz)),
+            Route("/readyz", self._counted("/readyz", self.readyz)),
+            Route("/metrics", self._counted("/metrics", self.metrics_endpoint)),
+            Route("/v1/model", self._counted("/v1/model", self.model)),
+            Route("/v1/forecast", self._counted("/v1/forecast", self.forecast), methods=["POST"]),
+        ]
+
+    def _counted(self, path: str, handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
             began = time.monotonic()
             response = await handler(request)
-            metrics.requests.labels(path, str(response.status_code)).inc()
-            metrics.request_seconds.labels(path).observe(time.monotonic() - began)
+            self.metrics.requests.labels(path, str(response.status_code)).inc()
+            self.metrics.request_seconds.labels(path).observe(time.monotonic() - began)
             return response
 
         return wrapped
 
-    def not_ready() -> JSONResponse:
-        if state.error:
-            return _error(503, "LoadFailed", f"the model failed to load: {state.error}")
+    # --- handlers ---------------------------------------------------------------------------------
+
+    def _not_ready(self) -> JSONResponse:
+        if self.error:
+            return _error(503, "LoadFailed", f"the model failed to load: {self.error}")
         return _error(503, "NotReady", "the model is still loading; retry after /readyz answers 200")
 
-    async def healthz(request: Request) -> Response:
-        if state.error:
-            return JSONResponse({"status": "failed", "error": state.error}, status_code=500)
+    async def healthz(self, request: Request) -> Response:
+        if self.error:
+            return JSONResponse({"status": "failed", "error": self.error}, status_code=500)
         return JSONResponse({"status": "ok"})
 
-    async def readyz(request: Request) -> Response:
-        if (serving := state.serving) is None:
-            return not_ready()
+    async def readyz(self, request: Request) -> Response:
+        if (serving := self.serving) is None:
+            return self._not_ready()
         return JSONResponse({"status": "ready", "model": serving.loaded.model_id, "revision": serving.loaded.revision})
 
-    async def metrics_endpoint(request: Request) -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    async def metrics_endpoint(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    async def model(request: Request) -> Response:
-        if (serving := state.serving) is None:
-            return not_ready()
-        return JSONResponse(describe(settings, serving.loaded))
+    async def model(self, request: Request) -> Response:
+        if (serving := self.serving) is None:
+            return self._not_ready()
+        return JSONResponse(describe(self.settings, serving.loaded))
 
-    async def forecast(request: Request) -> Response:
-        if (serving := state.serving) is None:
-            return not_ready()
+    async def forecast(self, request: Request) -> Response:
+        """Parse the request, forecast its series in the next batch, check the output, answer."""
+        if (serving := self.serving) is None:
+            return self._not_ready()
         began = time.monotonic()
         try:
             # Not kept in a variable: the decoded body (up to ~25x its bytes) is freed before the wait below.
             call = protocol.parse_request(
-                protocol.decode_body(await _read_body(request, settings.max_body_bytes)), settings
+                protocol.decode_body(await _read_body(request, self.settings.max_body_bytes)), self.settings
             )
         except protocol.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
@@ -110,23 +129,9 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
             return refused
         except Exception as err:  # logged with its traceback by the batcher
             return _error(500, "ForwardFailed", f"the forward pass failed: {type(err).__name__}: {err}")
-        for s, result in zip(call.series, results, strict=True):
-            if not np.isfinite(result).all():
-                log.error("non-finite forecast series=%s model=%s", quote(s.id), serving.loaded.model_id)
-                return _error(
-                    500, "ModelOutputNotFinite", f"the model produced a non-finite forecast for {quote(s.id)}"
-                )
-        truncated = sum(1 for s in call.series if s.truncated)
-        metrics.series.inc(len(call.series))
-        metrics.truncated.inc(truncated)
-        log.info(
-            "forecast series=%d horizon=%d quantiles=%s truncated=%d seconds=%.3f",
-            len(call.series),
-            call.horizon,
-            ",".join(t.key for t in call.treatments) or "-",
-            truncated,
-            time.monotonic() - began,
-        )
+        if (not_finite := _not_finite(call, results, serving.loaded.model_id)) is not None:
+            return not_finite
+        self._count_forecast(call, began)
         return JSONResponse(
             {
                 "model": serving.loaded.model_id,
@@ -138,7 +143,38 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
             }
         )
 
-    async def load_model() -> None:
+    def _count_forecast(self, call: protocol.ForecastCall, began: float) -> None:
+        """Count the series answered (and truncated) and log the call, one line."""
+        truncated = sum(1 for s in call.series if s.truncated)
+        self.metrics.series.inc(len(call.series))
+        self.metrics.truncated.inc(truncated)
+        log.info(
+            "forecast series=%d horizon=%d quantiles=%s truncated=%d seconds=%.3f",
+            len(call.series),
+            call.horizon,
+            ",".join(t.key for t in call.treatments) or "-",
+            truncated,
+            time.monotonic() - began,
+        )
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Load the model in the background while serving; on shutdown stop loading, or the batcher."""
+        task = asyncio.create_task(self._load_model(), name="load-model")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if self.serving is not None:
+                await self.serving.batcher.stop()
+
+    async def _load_model(self) -> None:
+        """Load and warm up the model in a thread, then start serving it; a failure is fatal."""
+        settings = self.settings
         try:
             if settings.load_delay_seconds:
                 await asyncio.sleep(settings.load_delay_seconds)
@@ -148,41 +184,29 @@ def create_app(settings: Settings, on_fatal: Callable[[str], None] | None = None
                 window=settings.batch_window_ms / 1000,
                 max_batch=settings.max_batch_size,
                 max_queued=settings.max_queued_series,
-                metrics=metrics,
+                metrics=self.metrics,
             )
             batcher.start()
         except Exception as err:
-            state.error = f"{type(err).__name__}: {err}"
-            log.error("model load failed error=%s", state.error)
-            if on_fatal is not None:
-                on_fatal(state.error)
+            self.error = f"{type(err).__name__}: {err}"
+            log.error("model load failed error=%s", self.error)
+            if self.on_fatal is not None:
+                self.on_fatal(self.error)
             return
         loaded = engine.loaded
-        state.serving = _Serving(loaded, batcher)
-        metrics.ready.set(1)
-        metrics.model_info.labels(loaded.model_id, loaded.revision).set(1)
-        metrics.load_seconds.set(loaded.load_seconds)
+        self.serving = _Serving(loaded, batcher)
+        self.metrics.ready.set(1)
+        self.metrics.model_info.labels(loaded.model_id, loaded.revision).set(1)
+        self.metrics.load_seconds.set(loaded.load_seconds)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(load_model(), name="load-model")
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            if state.serving is not None:
-                await state.serving.batcher.stop()
 
-    routes = [
-        Route("/healthz", counted("/healthz", healthz)),
-        Route("/readyz", counted("/readyz", readyz)),
-        Route("/metrics", counted("/metrics", metrics_endpoint)),
-        Route("/v1/model", counted("/v1/model", model)),
-        Route("/v1/forecast", counted("/v1/forecast", forecast), methods=["POST"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan)
+def _not_finite(call: protocol.ForecastCall, results: list[np.ndarray], model_id: str) -> JSONResponse | None:
+    """The 500 to answer if the model produced a non-finite forecast for any series (logged)."""
+    for s, result in zip(call.series, results, strict=True):
+        if not np.isfinite(result).all():
+            log.error("non-finite forecast series=%s model=%s", quote(s.id), model_id)
+            return _error(500, "ModelOutputNotFinite", f"the model produced a non-finite forecast for {quote(s.id)}")
+    return None
 
 
 def _warmed_up_engine(settings: Settings) -> Engine:
