@@ -16,7 +16,7 @@ from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.cli.flag_types import parse_flag_duration, typed
 from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
 from presage_scaler.cli.trace_flags import add_memory_argument, add_split_arguments
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 
 NAME = "advise"
 HELP = "tune every PredictiveScaler with spec.advice on its own history and write status.advice"

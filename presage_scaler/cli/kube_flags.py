@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def add_kubeconfig_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--kubeconfig`` and ``--context``, the flags that :func:`presage_scaler.clients.kube.config.load` takes."""
+    """``--kubeconfig`` and ``--context``, the flags that :func:`presage_scaler.clients.kube.credentials.load` takes."""
     parser.add_argument(
         "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 
 from presage_scaler.api.serving_contract import StalenessBound
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.informer import Informer, identity_only

@@ -10,7 +10,7 @@ from typing import Any
 
 from presage_scaler.api import manifests
 from presage_scaler.api.kinds import API_VERSION, PREDICTIVE_SCALER
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import JSON, ApiError, KubeClient
 from presage_scaler.clients.kube.scaler_lookup import CommandError, read_scaler
 from presage_scaler.scaledobject.render import ClusterSupport, crd_has_tolerance, kubernetes_version

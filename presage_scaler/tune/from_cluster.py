@@ -13,7 +13,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint, points_between
 from presage_scaler.backtest.trace import Trace, load_prometheus
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS
 from presage_scaler.clients.kube.scaler_lookup import read_scaler

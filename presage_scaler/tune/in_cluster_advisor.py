@@ -37,7 +37,7 @@ from presage_scaler.api.sharding import shard_of
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
-from presage_scaler.clients.kube.config import KubeConfig
+from presage_scaler.clients.kube.credentials import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from presage_scaler.tune.advice_body import advice_status, failed_status

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import ApiError, Conflict, Fenced, Gone, KubeClient, NotFound, Resource
 from presage_scaler.clients.kube.informer import Informer
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import ApiError, KubeClient, Resource
 from tests.harness.kube import KubeControlPlane
 
@@ -132,7 +132,7 @@ def test_inline_certificates_work_and_their_temp_files_go_with_the_process(clust
     program = textwrap.dedent(
         f"""\
         import asyncio, json
-        from presage_scaler.clients.kube import config
+        from presage_scaler.clients.kube import credentials as config
         from presage_scaler.clients.kube.client import KubeClient, Resource
         async def main():
             loaded = config.from_kubeconfig({str(path)!r})

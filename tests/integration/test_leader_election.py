@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import Fenced, KubeClient, Resource
 from presage_scaler.clients.kube.leader import LeaderElector
 from tests.harness.kube import KubeControlPlane, ensure_kube_binaries

@@ -22,7 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from presage_scaler.api.parse import parse
 from presage_scaler.api.prometheus_query import PrometheusQuery
 from presage_scaler.cli.main import main
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 from presage_scaler.clients.kube.client import KubeClient
 from presage_scaler.clients.kube.secrets import SecretError, Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, QueryFailed

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from presage_scaler.clients.kube.config import KubeConfig
+from presage_scaler.clients.kube.credentials import KubeConfig
 from presage_scaler.tune.in_cluster_advisor import FIELD_MANAGER, AdviseOptions, advise_cluster
 from tests.harness.local_http import serving
 

@@ -9,7 +9,7 @@ import json
 from aiohttp import web
 
 from presage_scaler.clients.kube.client import KubeClient, Resource
-from presage_scaler.clients.kube.config import KubeConfig
+from presage_scaler.clients.kube.credentials import KubeConfig
 from presage_scaler.clients.kube.informer import Informer, identity_only
 from tests.harness.local_http import serving
 

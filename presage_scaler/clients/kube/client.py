@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from presage_scaler.clients.httppool import MAX_CONNECTIONS
-from presage_scaler.clients.kube.config import KubeConfig
+from presage_scaler.clients.kube.credentials import KubeConfig
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"

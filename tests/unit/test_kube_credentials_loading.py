@@ -1,5 +1,5 @@
 """Kubeconfig files that no loader should crash on: each is refused as a
-:class:`~presage_scaler.clients.kube.config.KubeConfigError` naming the file, whichever way it is named
+:class:`~presage_scaler.clients.kube.credentials.KubeConfigError` naming the file, whichever way it is named
 (``--kubeconfig`` or a ``KUBECONFIG`` list)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from presage_scaler.clients.kube import config as kube_config
+from presage_scaler.clients.kube import credentials as kube_config
 
 DEPTH = 100_000
 """Far past Python's recursion limit (1,000), which the loader's YAML parser reaches one level at a time."""
