@@ -4,13 +4,10 @@ that :mod:`presage_scaler.backtest.invocation` runs once the backtest extra is c
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from presage_scaler.api.quantities import parse_amount, parse_quantile
-from presage_scaler.backtest import extra
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides
-from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.request import BacktestRequest
 from presage_scaler.cli.flag_types import DURATION, typed
 from presage_scaler.cli.trace_flags import (
@@ -21,6 +18,7 @@ from presage_scaler.cli.trace_flags import (
     add_prometheus_arguments,
     add_trace_arguments,
     add_trigger_argument,
+    backtest_extra_missing,
     trace_request,
 )
 
@@ -100,10 +98,7 @@ def request_from(args: argparse.Namespace) -> BacktestRequest:
 
 def run(args: argparse.Namespace) -> int:
     """Run the backtest the flags describe; 2 with one line on stderr when it cannot run."""
-    try:
-        extra.require()
-    except BacktestError as err:
-        print(f"presage backtest: {err}", file=sys.stderr)
+    if backtest_extra_missing("backtest"):
         return 2
     # Imported only now: it reads traces with pandas and draws with plotly, from the backtest extra.
     from presage_scaler.backtest import invocation

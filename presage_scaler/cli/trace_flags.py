@@ -8,12 +8,15 @@ its ``--help`` lists them; :func:`trace_request` reads the trace's flags back as
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import timedelta
 from pathlib import Path
 
+from presage_scaler.backtest import extra
 from presage_scaler.backtest.baselines import DEFAULT_TRIGGER_UTILIZATION
 from presage_scaler.backtest.config import DEFAULT_WARMUP, parse_per_replica
 from presage_scaler.backtest.connection import PASSWORD_ENVIRONMENT, ConnectionOptions
+from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, parse_size
 from presage_scaler.backtest.request import TraceRequest
 from presage_scaler.cli.flag_types import DURATION, typed
@@ -165,3 +168,14 @@ def trace_request(args: argparse.Namespace) -> TraceRequest:
         step=args.step,
         connection=connection_options(args),
     )
+
+
+def backtest_extra_missing(command: str) -> bool:
+    """Whether the backtest extra (pandas, plotly) is missing, said on stderr as ``presage COMMAND: ...``
+    so the command can exit 2 before importing what needs it."""
+    try:
+        extra.require()
+    except BacktestError as err:
+        print(f"presage {command}: {err}", file=sys.stderr)
+        return True
+    return False

@@ -10,9 +10,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from presage_scaler.backtest import extra
 from presage_scaler.backtest.config import Overrides
-from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.cli.flag_types import DURATION, typed
 from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
 from presage_scaler.cli.trace_flags import (
@@ -24,6 +22,7 @@ from presage_scaler.cli.trace_flags import (
     add_split_arguments,
     add_trace_arguments,
     add_trigger_argument,
+    backtest_extra_missing,
     trace_request,
 )
 from presage_scaler.tune.request import HELD_OUT_FAILED, ClusterScaler, TuneRequest
@@ -162,10 +161,7 @@ def request_from(args: argparse.Namespace) -> TuneRequest:
 
 def run(args: argparse.Namespace) -> int:
     """Tune as the flags say; 2 with one line on stderr when it cannot run."""
-    try:
-        extra.require()
-    except BacktestError as err:
-        print(f"presage tune: {err}", file=sys.stderr)
+    if backtest_extra_missing("tune"):
         return 2
     # Imported only now: it reads traces with pandas and draws with plotly, from the backtest extra.
     from presage_scaler.tune import invocation
