@@ -10,7 +10,7 @@ from typing import Any
 
 from presage_scaler.api.quantities import Amount, format_duration
 from presage_scaler.backtest import history
-from presage_scaler.backtest.baselines import LOOK_AHEAD, WEEK_AGO
+from presage_scaler.backtest.baselines import LOOK_AHEAD, WEEK_AGO, CostMatch
 from presage_scaler.backtest.explain import constraint_counts, note
 from presage_scaler.backtest.runner import POLICIES, BacktestResult, percent
 
@@ -86,6 +86,17 @@ def policy_summary(result: BacktestResult, name: str) -> dict[str, Any]:
     return entry
 
 
+def _cost_match(match: CostMatch, knob: str, value: object) -> dict[str, Any]:
+    """summary.json's account of one cost match: the knob it set and how close it came."""
+    return {
+        knob: value,
+        "replica_hours": match.replica_hours,
+        "target_replica_hours": match.target,
+        "matched": match.matched,
+        "evaluations": match.evaluations,
+    }
+
+
 def setting(result: BacktestResult, name: str) -> str:
     """What a policy's row shows in the table's setting column: a headroom, a trigger's target
     utilization, or "-". A searched percentage shows to a tenth of a point; summary.json keeps it whole."""
@@ -121,24 +132,12 @@ def summary(result: BacktestResult) -> dict[str, Any]:
         "decisions": covered.decisions,
         "calibrated_share": covered.calibrated,
     }
-    match = result.cost_match
     document["cost_matched_headroom"] = document["reactive_cost_matched"]["headroom"]
-    document["cost_match"] = {
-        "headroom": document["cost_matched_headroom"],
-        "replica_hours": match.replica_hours,
-        "target_replica_hours": match.target,
-        "matched": match.matched,
-        "evaluations": match.evaluations,
-    }
-    trigger = result.trigger_cost_match
+    document["cost_match"] = _cost_match(result.cost_match, "headroom", document["cost_matched_headroom"])
     document["cost_matched_utilization"] = document["seasonal_trigger_cost_matched"]["utilization"]
-    document["trigger_cost_match"] = {
-        "utilization": document["cost_matched_utilization"],
-        "replica_hours": trigger.replica_hours,
-        "target_replica_hours": trigger.target,
-        "matched": trigger.matched,
-        "evaluations": trigger.evaluations,
-    }
+    document["trigger_cost_match"] = _cost_match(
+        result.trigger_cost_match, "utilization", document["cost_matched_utilization"]
+    )
     document["runtime_seconds"] = result.seconds
     return document
 
