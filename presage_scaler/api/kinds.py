@@ -105,6 +105,12 @@ PREDICTIVE_SCALER = Kind(
             priority=1,
         ),
         PrinterColumn(
+            "Live",
+            ".status.advice.live.saving",
+            description="Replica-hours the advised spec saved on live demand so far (status.advice.live)",
+            priority=1,
+        ),
+        PrinterColumn(
             "Reason",
             _condition("reason", "Degraded"),
             description="Why the last evaluation failed (EvaluationSucceeded when it did not)",

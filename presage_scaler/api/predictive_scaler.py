@@ -409,14 +409,36 @@ class ScaleTargetRef(APIModel):
     )
 
 
-class AdviceSpec(APIModel):
-    """Advice opts the scaler in to advice: presage advise (which the chart runs as a CronJob) tunes the
-    policy on the signal's own history exactly as presage tune --scaler does, and writes the spec to apply,
-    with what it would have saved, into status.advice. It never changes the spec. Without Advice, presage
-    advise never reads the scaler's signal. It needs the single-signal form (signal; the API refuses it
-    beside signals) and a SeasonalNaive ForecastBackend: tuning scores candidates by SeasonalNaive's
-    hindcasts, so a scaler whose backend is TimesFM cannot be advised, and status.advice.error says so."""
+AdviceApply = Literal["Never", "WhenProven"]
 
+
+class AdviceSpec(APIModel):
+    """Advice is how presage advise (which the chart runs as a CronJob) advises the scaler: it tunes the
+    policy on the signal's own history exactly as presage tune --scaler does and writes the spec to apply,
+    with what it would have saved, into status.advice; from then on the controller also decides with the
+    advised spec at every evaluation and scores it on the demand that comes (status.advice.live) until it
+    is Proven. A scaler in Shadow is advised with these defaults unless it sets enabled: false; a scaler in
+    Enforce is advised only when it sets advice. The spec is changed only by apply: WhenProven. It needs
+    the single-signal form (signal; the API refuses it beside signals, and a multi-signal Shadow scaler is
+    not advised by default) and a SeasonalNaive ForecastBackend: tuning scores candidates by
+    SeasonalNaive's hindcasts, so a scaler whose backend is TimesFM cannot be advised, and
+    status.advice.error says so."""
+
+    apply: AdviceApply = field(
+        "Apply says whether presage applies the advice itself. Never (the default): status.advice.patch is "
+        "applied by hand. WhenProven: once the advice is Proven, the controller applies the advised fields, "
+        "and only those, under its own field manager (presage-advice), with an AdviceApplied Event; if, over "
+        "the first spec.advice.every after that, the applied spec is under-provisioned for more of the time "
+        "than serviceLevel, it restores the fields it changed, with an AdviceRolledBack Event and "
+        "status.advice.applied saying why. A GitOps tool that owns the spec undoes an apply unless it "
+        "ignores the advised fields.",
+        default="Never",
+    )
+    enabled: bool = field(
+        "Enabled false opts the scaler out of advice: presage advise never reads its signal, and the "
+        "controller scores no advised spec.",
+        default=True,
+    )
     every: Duration = field(
         "Every is how often the advice is made again; a change to the spec makes it again at the next run.",
         default="24h",
@@ -427,14 +449,20 @@ class AdviceSpec(APIModel):
         "change is advised only when the part chosen on spans at least 7 days.",
         default="28d",
     )
+    prove_for: Duration = field(
+        "ProveFor is how long the advised spec must meet serviceLevel on live demand (status.advice.live) "
+        "before the verdict becomes Proven.",
+        default="7d",
+    )
     service_level: str = field(
         'ServiceLevel is the most under-provisioned time allowed, as a percentage of the time, such as "1%": '
         "the advice is the policy with the fewest replica-hours that meets it.",
+        default="1%",
         pattern=SERVICE_LEVEL_PATTERN,
         maxLength=16,
     )
 
-    cel_rules = (at_least("every", "1h"), at_least("lookback", "2d"))
+    cel_rules = (at_least("every", "1h"), at_least("lookback", "2d"), at_least("proveFor", "1h"))
 
 
 class PredictiveScalerSpec(APIModel):

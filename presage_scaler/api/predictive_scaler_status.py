@@ -41,6 +41,18 @@ class RecommendationBreakdown(APIModel):
         + ', or "" when the forecast bound.',
         default=None,
     )
+    guard_lower: MeasuredString | None = field(
+        "GuardLower is the uncertainty guard's lower value: the calibrated scaleDownQuantile forecast of the "
+        "highest demand over the sizing window, of the signal whose forecast requires the most replicas (its "
+        "upper value is that signal's signalStatuses[].sizedTo).",
+        default=None,
+    )
+    guard_spread: MeasuredString | None = field(
+        "GuardSpread is the guard's relative spread, (upper - lower) / max(lower, 1): a scale-down is held "
+        "(constraint ForecastUncertainty) while it is above policy.scaleDownUncertaintyGuard.maxRelativeSpread "
+        "and the guard is enabled.",
+        default=None,
+    )
     predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")
     reactive: Int32 | None = field("Reactive is the replica count the reactive floor would have chosen.", default=None)
 
@@ -349,7 +361,82 @@ class AdviceHistory(APIModel):
     start: Timestamp = field("Start is the time of the oldest step read (the warm-up begins there).")
 
 
-AdviceVerdict = Literal["Advised", "Keep", "NotEnoughHistory", "NothingMet", "HeldOutFailed"]
+AdviceVerdict = Literal["Advised", "Proven", "FailedLive", "Keep", "NotEnoughHistory", "NothingMet", "HeldOutFailed"]
+
+LiveVerdict = Literal["Proving", "Proven", "FailedLive"]
+ADVICE_LIVE_MAX_PENDING = SHADOW_MAX_PENDING
+
+
+class LivePrediction(APIModel):
+    """LivePrediction is one decision the advised and the current spec made, not yet scored."""
+
+    advised: Int32 = field("Advised is the replica count the advised spec decided.", minimum=0)
+    current: Int32 = field("Current is the replica count the current spec decided.", minimum=0)
+    lead_time_seconds: Int64 = field("LeadTimeSeconds is the lead time the decisions were made for.", minimum=0)
+    time: Timestamp = field("Time is when the decisions were made.")
+
+
+class AdviceLive(APIModel):
+    """AdviceLive is how the advised spec (status.advice.patch) does on live demand, written by the
+    controller: at every evaluation it also decides with the advised spec, from the same signal data (a
+    second forecast only where the advice changes the forecaster's settings), from the count the advised
+    spec itself would have had, and scores both decisions as status.shadow scores the live one, against
+    the demand observed once the lead time has passed. Scoring starts again whenever the patch changes."""
+
+    current_replica_hours: MeasuredString = field(
+        "CurrentReplicaHours is the replica-hours the current spec decided over the same scored moments."
+    )
+    current_under_provisioned: MeasuredString = field(
+        "CurrentUnderProvisioned is the current spec's under-provisioned share of the same moments, in percent."
+    )
+    last_scale_time: Timestamp | None = field(
+        "LastScaleTime is when the advised spec last changed its count (its own policy state).", default=None
+    )
+    patch_digest: str = field(
+        "PatchDigest identifies the status.advice.patch scored (the first 16 hex digits of its SHA-256).",
+        maxLength=16,
+    )
+    pending: list[LivePrediction] | None = field(
+        "Pending holds the decisions not yet scored (their moment is not observed yet), oldest first.",
+        default=None,
+        maxItems=ADVICE_LIVE_MAX_PENDING,
+    )
+    proven_time: Timestamp | None = field("ProvenTime is when the verdict became Proven.", default=None)
+    replica_hours: MeasuredString = field("ReplicaHours is the replica-hours the advised spec decided.")
+    replicas: Int32 = field(
+        "Replicas is the count the advised spec holds now: the count it decides from at the next evaluation.",
+        minimum=0,
+    )
+    samples: Int64 = field("Samples is how many moments were scored.", minimum=0)
+    saving: str | None = field(
+        'Saving is the share of CurrentReplicaHours the advised spec did not use, such as "4.2%" (negative '
+        "when it used more); kubectl get -o wide shows it (LIVE).",
+        default=None,
+        maxLength=16,
+    )
+    scale_down_candidate_since: Timestamp | None = field(
+        "ScaleDownCandidateSince is the advised spec's own scale-down window start.", default=None
+    )
+    since: Timestamp = field("Since is when scoring this advice began.")
+    under_provisioned: MeasuredString = field(
+        "UnderProvisioned is the share of scored moments whose demand exceeded the advised spec's count, in percent."
+    )
+    verdict: LiveVerdict = field(
+        "Verdict is Proving until the advised spec has met serviceLevel for spec.advice.proveFor (Proven), or "
+        "has missed it (FailedLive: under-provisioned for more of the time than serviceLevel, once at least "
+        "a day is scored)."
+    )
+
+
+class AdviceApplied(APIModel):
+    """AdviceApplied is presage's own apply of a Proven advice (spec.advice.apply: WhenProven)."""
+
+    generation: Int64 = field("Generation is the metadata.generation the apply made.")
+    patch: str = field("Patch is the JSON merge patch applied (the advised fields only).")
+    restore: str = field("Restore is the JSON merge patch that puts the fields the apply changed back.")
+    rolled_back: str | None = field("RolledBack says why the previous policy was restored, when it was.", default=None)
+    rolled_back_time: Timestamp | None = field("RolledBackTime is when the previous policy was restored.", default=None)
+    time: Timestamp = field("Time is when the advice was applied.")
 
 
 class AdviceStatus(APIModel):
@@ -358,10 +445,13 @@ class AdviceStatus(APIModel):
     held out than the current spec; Keep: the current spec is the cheapest found that meets it;
     NotEnoughHistory: the part chosen on is shorter than 7 days; NothingMet: no candidate met the service
     level on the part chosen on; HeldOutFailed: the choice missed it held out, or cost more there than the
-    current spec. Only Advised carries changes and a patch. A failed attempt sets Error and keeps the
-    advice made before it."""
+    current spec; Proven: an Advised advice that met the service level on live demand for
+    spec.advice.proveFor (status.advice.live); FailedLive: one that missed it there, which the next advice
+    does not advise again. Advised, Proven and FailedLive carry changes and a patch. A failed attempt sets
+    Error and keeps the advice made before it."""
 
     advised: AdviceOutcome | None = field("Advised is how the advised spec did.", default=None)
+    applied: AdviceApplied | None = field(AdviceApplied.__doc__ or "", default=None)
     alike: str | None = field(
         "Alike says how far the advised spec's held-out figures could as well have landed: what the "
         "candidates nearly as cheap on the part chosen on did held out.",
@@ -374,6 +464,7 @@ class AdviceStatus(APIModel):
     error: str | None = field("Error says why the last attempt failed; absent when it succeeded.", default=None)
     forecast_backend: AdvisedBackend | None = field(AdvisedBackend.__doc__ or "", default=None)
     history: AdviceHistory | None = field(AdviceHistory.__doc__ or "", default=None)
+    live: AdviceLive | None = field(AdviceLive.__doc__ or "", default=None)
     last_attempt_time: Timestamp | None = field("LastAttemptTime is when presage advise last tried.", default=None)
     message: str | None = field("Message says, in one line, what the verdict rests on and what to do.", default=None)
     observed_generation: Int64 | None = field(
@@ -395,6 +486,39 @@ class AdviceStatus(APIModel):
     verdict: AdviceVerdict | None = field("Verdict is what the advice is (see above).", default=None)
 
 
+DECIDED_BY_HOURS = 24
+
+
+class DecidedHour(APIModel):
+    """DecidedHour counts one hour's decisions by what decided them."""
+
+    counts: dict[str, Int32] = field(
+        'Counts maps the constraint that set each decision\'s count ("Forecast" when none did) to how many '
+        "decisions it set."
+    )
+    start: Timestamp = field("Start of the hour.")
+
+
+class DecidedShare(APIModel):
+    """DecidedShare is the share of the last day's decisions one constraint set."""
+
+    constraint: str = field('Constraint is breakdown.constraint\'s value, or "Forecast" when the forecast bound.')
+    share: MeasuredString = field("Share is the share of the decisions it set, in percent.")
+
+
+class DecidedBy(APIModel):
+    """DecidedBy is what set the last day's decisions: the live counterpart of presage backtest's "decided
+    by" line. When the uncertainty guard (ForecastUncertainty) set more than half of them, the Ready
+    condition's message says so and points at status.advice."""
+
+    hours: list[DecidedHour] | None = field(
+        "Hours holds the counts of the last 24 hours, oldest first.", default=None, maxItems=DECIDED_BY_HOURS + 1
+    )
+    shares: list[DecidedShare] | None = field(
+        "Shares is each constraint's share of the decisions in Hours, the largest first.", default=None, maxItems=16
+    )
+
+
 class PredictiveScalerStatus(APIModel):
     """PredictiveScalerStatus is the observed state of a PredictiveScaler."""
 
@@ -408,6 +532,7 @@ class PredictiveScalerStatus(APIModel):
         maxLength=16,
     )
     breakdown: RecommendationBreakdown | None = field(RecommendationBreakdown.__doc__ or "", default=None)
+    decided_by: DecidedBy | None = field(DecidedBy.__doc__ or "", default=None)
     calibration: list[SignalCalibration] | None = field(
         "Calibration holds, per signal, the recent forecasts of a backend that cannot recompute its past "
         "forecasts (TimesFM), so that sizing stays calibrated on the backend's own errors across restarts. "

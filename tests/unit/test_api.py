@@ -587,6 +587,7 @@ def test_printer_columns_and_names():
         "Ready",
         "Serving",
         "Saving",
+        "Live",
         "Reason",
         "Spec",
         "Age",
