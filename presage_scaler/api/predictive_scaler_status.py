@@ -26,6 +26,10 @@ SHADOW_MAX_PENDING = 32
 CALIBRATION_MAX_FORECASTS = 160
 
 
+ExactFigure = Annotated[MeasuredString, PlainSerializer(quantities.format_exact, return_type=str)]
+"""A figure compared with a spec value: written to every digit, so the comparison reads the same from status."""
+
+
 class RecommendationBreakdown(APIModel):
     """RecommendationBreakdown records how the number was arrived at, so that a surprising replica count
     can be explained without re-deriving it."""
@@ -47,10 +51,11 @@ class RecommendationBreakdown(APIModel):
         "upper value is that signal's signalStatuses[].sizedTo).",
         default=None,
     )
-    guard_spread: MeasuredString | None = field(
+    guard_spread: ExactFigure | None = field(
         "GuardSpread is the guard's relative spread, (upper - lower) / max(lower, 1): a scale-down is held "
         "(constraint ForecastUncertainty) while it is above policy.scaleDownUncertaintyGuard.maxRelativeSpread "
-        "and the guard is enabled.",
+        "and the guard is enabled. Written to every digit (the shortest decimal that reads back as the number "
+        "the policy compared), so comparing it with maxRelativeSpread gives the policy's answer.",
         default=None,
     )
     predictive: Int32 = field("Predictive is the replica count implied by the forecast alone.")

@@ -275,6 +275,13 @@ def format_decimal(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def format_exact(value: float) -> str:
+    """``value`` to every digit it has: the shortest plain decimal that reads back as the same float, so
+    that a comparison made on the text is the one made on the number (non-finite values as
+    :func:`format_decimal` writes them)."""
+    return plain_number(value) if math.isfinite(value) else format_decimal(value)
+
+
 def format_significant(value: float, digits: int = 4) -> str:
     """``value`` as a person reads a figure: ``digits`` significant digits and every digit of its whole
     part, in plain decimal notation, at most 6 fraction digits (274.3, 5.107, 12346, 0.01235)."""

@@ -172,6 +172,8 @@ class Recommendation:
         return RecommendationBreakdown(
             binding_signal=decision.binding_signal,
             constraint=decision.constraint,
+            guard_lower=decision.guard_lower,
+            guard_spread=decision.relative_spread,
             predictive=decision.predictive,
             reactive=decision.reactive,
         )

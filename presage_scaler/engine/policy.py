@@ -115,6 +115,10 @@ class Decision:
     """The constraint that bound, ``""`` when the forecast alone decided."""
     signals: tuple[SignalDecision, ...]
     relative_spread: float
+    """The uncertainty guard's spread, (upper − lower) / max(lower, 1), of the signal whose forecast
+    requires the most replicas: computed at every decision, compared only for a scale-down."""
+    guard_lower: float
+    """That signal's scaleDownQuantile value: the guard's *lower*."""
     state: PolicyState
 
 
@@ -226,5 +230,6 @@ def decide(
         constraint=constraint,
         signals=tuple(per_signal),
         relative_spread=spread,
+        guard_lower=guarded.lower,
         state=new_state,
     )
