@@ -437,10 +437,22 @@ class AdviceApplied(APIModel):
     """AdviceApplied is presage's own apply of a Proven advice (spec.advice.apply: WhenProven)."""
 
     generation: Int64 = field("Generation is the metadata.generation the apply made.")
+    misses: Int64 | None = field(
+        "Misses counts the Samples whose demand exceeded the applied spec's count.", default=None, minimum=0
+    )
     patch: str = field("Patch is the JSON merge patch applied (the advised fields only).")
-    restore: str = field("Restore is the JSON merge patch that puts the fields the apply changed back.")
+    restore: str = field(
+        "Restore is the JSON merge patch that puts back the fields the apply changed, and only those (null "
+        "for a field that was absent)."
+    )
     rolled_back: str | None = field("RolledBack says why the previous policy was restored, when it was.", default=None)
     rolled_back_time: Timestamp | None = field("RolledBackTime is when the previous policy was restored.", default=None)
+    samples: Int64 | None = field(
+        "Samples counts the decisions made after Time and scored (as status.shadow scores them) within "
+        "spec.advice.every of it: the moments the rollback is judged on.",
+        default=None,
+        minimum=0,
+    )
     time: Timestamp = field("Time is when the advice was applied.")
 
 
