@@ -295,8 +295,10 @@ class PresagePolicy:
     decisions: range
     start: datetime
     step: timedelta
+    state: PolicyState = field(default_factory=PolicyState)
+    """What the next decision starts from, as the controller keeps it in ``.status``: a spec that takes
+    over from another mid-trace is given the other's, as a spec change keeps the status."""
     _feed: DecisionFeed = field(init=False, repr=False)
-    _state: PolicyState = field(default_factory=PolicyState, init=False, repr=False)
     _calibration: CalibrationState = field(default_factory=CalibrationState, init=False, repr=False)
     _clock: datetime = field(init=False, repr=False)
     _lead_index: int = field(init=False, repr=False)
@@ -328,9 +330,9 @@ class PresagePolicy:
         if sizing is None:
             sizing = size(self.spec, [data], [forecast], self.lead, now, self._calibration)
         recommendation = decide(
-            self.spec, [data], [forecast], self.backend.identity, self.lead, current, self._state, now, sizing
+            self.spec, [data], [forecast], self.backend.identity, self.lead, current, self.state, now, sizing
         )
-        self._state, self._calibration = recommendation.state, recommendation.calibration
+        self.state, self._calibration = recommendation.state, recommendation.calibration
         policy = self.spec.policy
         window = recommendation.windows[0]
         self._replicas.append(recommendation.replicas)
