@@ -39,6 +39,7 @@ from presage_scaler.backtest.memory import CHUNK_BYTES
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.engine.calibration_windows import CalibratedWindows, calibrated_windows
 from presage_scaler.engine.evaluator import (
+    Recommendation,
     SignalData,
     SignalSpec,
     Sizing,
@@ -298,6 +299,9 @@ class PresagePolicy:
     state: PolicyState = field(default_factory=PolicyState)
     """What the next decision starts from, as the controller keeps it in ``.status``: a spec that takes
     over from another mid-trace is given the other's, as a spec change keeps the status."""
+    last: Recommendation | None = field(default=None, init=False, repr=False)
+    """The last decision's recommendation: what an evaluation hands on to the steps after it (the shadow
+    and the advice scored beside it)."""
     _feed: DecisionFeed = field(init=False, repr=False)
     _calibration: CalibrationState = field(default_factory=CalibrationState, init=False, repr=False)
     _clock: datetime = field(init=False, repr=False)
@@ -333,6 +337,7 @@ class PresagePolicy:
             self.spec, [data], [forecast], self.backend.identity, self.lead, current, self.state, now, sizing
         )
         self.state, self._calibration = recommendation.state, recommendation.calibration
+        self.last = recommendation
         policy = self.spec.policy
         window = recommendation.windows[0]
         self._replicas.append(recommendation.replicas)
