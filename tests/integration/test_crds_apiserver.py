@@ -34,6 +34,18 @@ SCALER = {
 NAMED = {"name": "rps", "prometheus": {"address": "http://p:9090", "query": "q"}, "capacity": {"perReplica": 5}}
 PROMETHEUS = SCALER["spec"]["signal"]["prometheus"]
 TENANT = {"name": "X-Scope-OrgID", "value": "team-a"}
+LIVE = {
+    "currentReplicaHours": "52.0",
+    "currentUnderProvisioned": "0.0",
+    "patchDigest": "0123456789abcdef",
+    "replicaHours": "50.0",
+    "replicas": 4,
+    "samples": 120,
+    "saving": "3.8%",
+    "since": "2026-12-01T09:00:00Z",
+    "underProvisioned": "0.0",
+    "verdict": "Proving",
+}
 
 
 @pytest.fixture(scope="module")
@@ -283,6 +295,7 @@ def test_get_says_whether_a_scaler_works_and_why_not(crds_installed, kube_namesp
         "READY": "True",
         "SERVING": "Recommended",
         "SAVING": "",
+        "LIVE": "",
         "REASON": "EvaluationSucceeded",
         "SPEC": "AsSpecified",
         "AGE": "",
@@ -294,7 +307,7 @@ def test_the_table_says_what_the_advice_saves_with_its_unit(crds_installed, kube
     """SAVING is status.adviceSaving, a cell with its unit (or Applied), not advice.saving's bare figure;
     SPEC is the SpecAdjusted reason."""
     plane = crds_installed
-    for name in ("advised", "applied", "never"):
+    for name in ("advised", "applied", "never", "proving"):
         apply(plane, kube_namespace, {**SCALER, "metadata": {"name": name}})
     advice = {"verdict": "Advised", "saving": "5.1072", "serviceLevel": "1%"}
     adjusted = condition("SpecAdjusted", "True", "AbsoluteHeadroom")
@@ -302,8 +315,12 @@ def test_the_table_says_what_the_advice_saves_with_its_unit(crds_installed, kube
         plane, "ps", "advised", {"advice": advice, "adviceSaving": "5.1%", "conditions": [adjusted]}, kube_namespace
     )
     set_status(plane, "ps", "applied", {"advice": advice, "adviceSaving": "Applied"}, kube_namespace)
+    proving = {**advice, "live": LIVE}
+    set_status(plane, "ps", "proving", {"advice": proving, "adviceSaving": "5.1%"}, kube_namespace)
     rows = scaler_table(plane, kube_namespace)
     assert (rows["advised"]["Saving"], rows["applied"]["Saving"], rows["never"]["Saving"]) == ("5.1%", "Applied", None)
+    # LIVE is the advised spec's saving on the demand that came since the advice, beside the backtest's.
+    assert (rows["proving"]["Live"], rows["advised"]["Live"]) == ("3.8%", None)
     assert (rows["advised"]["Spec"], rows["never"]["Spec"]) == ("AbsoluteHeadroom", None)
 
 
