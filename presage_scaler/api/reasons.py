@@ -71,6 +71,13 @@ class Reason(StrEnum):
     HORIZON_CUT = "HorizonCut"
     HORIZON_RAISED = "HorizonRaised"
     AS_SPECIFIED = "AsSpecified"
+    # spec.advice.apply: WhenProven, the Events of presage's own apply of an advice.
+    ADVICE_APPLIED = "AdviceApplied"
+    ADVICE_ROLLED_BACK = "AdviceRolledBack"
+    ADVICE_NOT_APPLIED = "AdviceNotApplied"
+    # The advice on live demand (status.advice.live).
+    ADVICE_PROVEN = "AdviceProven"
+    ADVICE_FAILED_LIVE = "AdviceFailedLive"
 
 
 FAILURES: frozenset[Reason] = frozenset(
