@@ -47,6 +47,7 @@ from bench_seasonal_naive import cpu_us_per_call, decision_call, demand
 from presage_scaler.backends.base import History
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
+from presage_scaler.backtest.csv_trace import load_csv
 from presage_scaler.backtest.output import policy_summary
 from presage_scaler.backtest.runner import (
     Setup,
@@ -57,7 +58,7 @@ from presage_scaler.backtest.runner import (
     run_presage,
     run_reactive,
 )
-from presage_scaler.backtest.trace import Trace, load_csv
+from presage_scaler.backtest.trace import Trace
 
 LEADS_MIN = (2, 5, 10)
 REPLICAS_AT_P99 = 20

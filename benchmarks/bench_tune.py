@@ -43,8 +43,9 @@ import results
 from bench_seasonal_naive import demand
 
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
+from presage_scaler.backtest.csv_trace import load_csv
 from presage_scaler.backtest.runner import Setup, run_backtest
-from presage_scaler.backtest.trace import Trace, load_csv
+from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.held_out import misses
 from presage_scaler.tune.output import alike_line, trigger_line, utilization, verdict
 from presage_scaler.tune.search import Figures, Slo

@@ -42,8 +42,9 @@ import numpy as np
 import results
 
 from presage_scaler.backtest.config import make_backend
+from presage_scaler.backtest.csv_trace import load_csv
 from presage_scaler.backtest.runner import Setup, plan, run_presage
-from presage_scaler.backtest.trace import Trace, load_csv
+from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.held_out import misses
 from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, Slo, changes, choose, rank
 from presage_scaler.tune.tuner import Outcome, Trial, TuneResult, outcome

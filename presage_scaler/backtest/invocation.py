@@ -22,6 +22,7 @@ from presage_scaler.backtest.config import (
     scaler_spec,
 )
 from presage_scaler.backtest.connection import connection_of
+from presage_scaler.backtest.csv_trace import load_csv, parse_timestamp
 from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.memory import Footprint, points_between
 from presage_scaler.backtest.out_dir import check_out, writing_into
@@ -30,7 +31,7 @@ from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.report import write_report
 from presage_scaler.backtest.request import BacktestRequest, TraceRequest
 from presage_scaler.backtest.runner import Setup, run_backtest
-from presage_scaler.backtest.trace import Trace, load_csv, load_prometheus, parse_timestamp
+from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.prometheus import PrometheusError
 from presage_scaler.engine.leadtime import HorizonError
 

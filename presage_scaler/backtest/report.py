@@ -225,6 +225,11 @@ def cost_period(reported: timedelta) -> tuple[timedelta, str]:
     return timedelta(weeks=1), "week"
 
 
+def _series(trace: Trace, values: np.ndarray, first: int) -> pd.Series:
+    """``values`` of steps ``first, first + 1, …`` indexed by the time each step starts."""
+    return pd.Series(values, index=pd.date_range(trace.time_at(first), periods=len(values), freq=trace.step))
+
+
 def cost_figure(result: BacktestResult) -> go.Figure:
     """Each policy's mean replica count (ready and booting, what is paid for) per period after the
     warm-up."""
@@ -235,7 +240,7 @@ def cost_figure(result: BacktestResult) -> go.Figure:
     for name in POLICIES:
         desired = result.policies[name].simulation.desired[report_from:].astype(np.float64)
         # Bins start at midnight, so a day is a calendar day; each point is drawn at its bin's middle.
-        means = trace.series(desired, first=report_from).resample(length, origin="start_day").mean()
+        means = _series(trace, desired, report_from).resample(length, origin="start_day").mean()
         # A resample of a time-indexed series: its index is a DatetimeIndex (the stubs say Index).
         centres = cast(pd.DatetimeIndex, means.index) + length / 2
         figure.add_scatter(

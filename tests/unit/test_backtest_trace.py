@@ -19,8 +19,9 @@ from presage_scaler.backtest.config import (
     make_backend,
     scaler_spec,
 )
+from presage_scaler.backtest.csv_trace import load_csv
 from presage_scaler.backtest.errors import BacktestError
-from presage_scaler.backtest.trace import Trace, load_csv
+from presage_scaler.backtest.trace import Trace
 
 HOUR = timedelta(hours=1)
 EXAMPLE = Path(__file__).parents[2] / "examples" / "nab_elb_request_count_5m.csv"

@@ -381,7 +381,7 @@ def test_backtest_of_spec_yaml_replays_exactly_the_chosen_policy(run, tmp_path):
 
 
 def trace_of(path: Path) -> Trace:
-    from presage_scaler.backtest.trace import load_csv
+    from presage_scaler.backtest.csv_trace import load_csv
 
     return load_csv(path)
 
