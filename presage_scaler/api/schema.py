@@ -81,7 +81,9 @@ class Extra:
 
 
 def _serialize_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 in UTC, to the second; the year always in four digits (``strftime`` writes the year 453
+    as ``453``, which no parser reads back)."""
+    return value.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def _parse_time(raw: object) -> datetime:

@@ -28,12 +28,15 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from presage_scaler.api.advice_patch import merge_patch as merge_patch  # where the controller's modules find it
 from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import JSON
 
 ADVICE = "advice"
-"""The status field presage advise writes and the controller never does."""
+"""The status field presage advise writes, of which the controller writes only ``live`` (and the verdict
+the live record earns, :mod:`~presage_scaler.controller.live_advice`)."""
+ADVICE_LIVE = "live"
 HELD_AT_MOST = timedelta(minutes=10)
 """A status confirmed by its Lease is still written this long after its forecast: what a replica's
 restart loses (held shadow predictions, a TimesFM backend's recorded forecast, which is taken at most
@@ -52,20 +55,6 @@ controller behind its schedule would otherwise write every status, which keeps i
 ``benchmarks/bench_controller.py`` (status writes per evaluation)."""
 
 
-def merge_patch(target: JSON, patch: JSON) -> JSON:
-    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386) would be by the API server:
-    objects merge key by key, a null removes the key, anything else replaces."""
-    merged = dict(target)
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_patch(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
@@ -74,15 +63,16 @@ def visible_key(status: JSON) -> str:
     """What a change of must be written at once: what KEDA, Agones and the policy act on (the counts,
     the scale-down window), what ``kubectl get`` explains the number with (binding signal and
     constraint, the backend) and shows of the advice (``adviceSaving``, which moves only when presage
-    advise writes or the spec changes), and the conditions, whose messages count except the forecast figures
-    a successful ``Ready`` restates every evaluation. ``lastScaleTime`` does not count: no decision
-    reads it, and it moves at every evaluation whose recommendation differs from the current count
-    (every evaluation of a Shadow scaler that would scale). Nor does each signal's count
-    (``signalStatuses[].replicas``): like the forecast figures it is derived from, it explains a
-    number rather than being one anything acts on, and it moves whenever demand crosses a replica's
-    capacity, also while a constraint (a rate limit, ``maxReplicas``) holds the recommendation
-    still; the metrics export it at every evaluation (``benchmarks/bench_controller.py`` counts the
-    status writes per evaluation).
+    advise writes or the spec changes, and ``advice.verdict``, which the controller moves when the live
+    record earns Proven or FailedLive: that Event is emitted when it is written), and the conditions,
+    whose messages count except the forecast figures a successful ``Ready`` restates every evaluation.
+    ``lastScaleTime`` does not count: no decision reads it, and it moves at every evaluation whose
+    recommendation differs from the current count (every evaluation of a Shadow scaler that would scale).
+    Nor does each signal's count (``signalStatuses[].replicas``): like the forecast figures it is derived
+    from, it explains a number rather than being one anything acts on, and it moves whenever demand
+    crosses a replica's capacity, also while a constraint (a rate limit, ``maxReplicas``) holds the
+    recommendation still; the metrics export it at every evaluation (``benchmarks/bench_controller.py``
+    counts the status writes per evaluation).
 
     Read from status as JSON, whatever a hand-written status holds, so it is compared as text.
     """
@@ -108,6 +98,7 @@ def visible_key(status: JSON) -> str:
         breakdown.get("constraint"),
         forecast.get("backend"),
         status.get("adviceSaving"),
+        _dict(status.get(ADVICE)).get("verdict"),
         shown,
     ]
     return json.dumps(key, default=str, separators=(",", ":"))
@@ -156,12 +147,17 @@ class LeaseVouch:
 def replacing(status: JSON) -> JSON:
     """A merge patch that turns the written status into ``status``, a held one computed over it: its
     fields, and null for each status field it lacks (a held status holds every key of the status it
-    was merged over, nested ones included, so only a top-level field it cleared is missing). Leaves
-    ``advice`` as it is: presage advise writes it, and the held status may carry an older one."""
+    was merged over, nested ones included, so only a top-level field it cleared is missing). Of
+    ``advice`` it writes only the live record the held status carries (:data:`ADVICE_LIVE`): presage
+    advise writes the rest, and the held status may carry an older one."""
     cleared = {
         field.alias or name: None for name, field in PredictiveScalerStatus.model_fields.items() if name != ADVICE
     }
-    return {**cleared, **{key: value for key, value in status.items() if key != ADVICE}}
+    replaced = {**cleared, **{key: value for key, value in status.items() if key != ADVICE}}
+    live = _dict(status.get(ADVICE)).get(ADVICE_LIVE)
+    if live is not None:  # the controller never clears it: only presage advise does, and then none is held
+        replaced[ADVICE] = {ADVICE_LIVE: live}
+    return replaced
 
 
 def forecast_time(status: JSON) -> datetime | None:

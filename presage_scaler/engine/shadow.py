@@ -164,7 +164,8 @@ def prediction_from(recommendation: Recommendation, policy: PolicySpec) -> Predi
     )
 
 
-def _first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:
+def first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:
+    """The sample of a signal on a ``step`` grid that observes ``moment``: the first at or after it."""
     aligned = align_down(moment, step)
     return aligned if aligned == moment else aligned + step
 
@@ -172,7 +173,7 @@ def _first_sample_at_or_after(moment: datetime, step: timedelta) -> datetime:
 def _observed_at(signal: SignalData, moment: datetime, now: datetime) -> float | None:
     """The signal's value at the first sample at or after ``moment``; None while not yet observed."""
     step = signal.history.step
-    sample = _first_sample_at_or_after(moment, step)
+    sample = first_sample_at_or_after(moment, step)
     back = (align_down(now, step) - sample) // step
     values = signal.history.values
     if back < 0 or back >= len(values):
@@ -209,7 +210,7 @@ def _scored_alike(earlier: Prediction, later: Prediction, data: Sequence[SignalD
         return False
     for signal in data:
         step = signal.history.step
-        if _first_sample_at_or_after(earlier.due, step) != _first_sample_at_or_after(later.due, step):
+        if first_sample_at_or_after(earlier.due, step) != first_sample_at_or_after(later.due, step):
             return False
         if align_down(earlier.at, step) != align_down(later.at, step):
             return False
@@ -227,6 +228,17 @@ def required_replicas(data: Sequence[SignalData], moment: datetime, now: datetim
             return None
         required = max(required, whole_replicas(max(value, 0.0) / signal.capacity))
     return required
+
+
+def unobservable(data: Sequence[SignalData], moment: datetime, now: datetime) -> bool:
+    """Whether some signal's history (queried at ``now``) already starts after ``moment``: it will never
+    be seen, so a prediction for it can no longer be scored."""
+    for signal in data:
+        step = signal.history.step
+        first = align_down(now, step) - (len(signal.history.values) - 1) * step
+        if first_sample_at_or_after(moment, step) < first:
+            return True
+    return False
 
 
 class ShadowLedger:
@@ -275,7 +287,7 @@ class ShadowLedger:
             quantile = quantile_covered(data, prediction, now)
             if required is not None and quantile is not None:
                 scores.append(Score(prediction, required, *quantile))
-            elif prediction.due >= horizon and not self._lost(data, prediction.due, now):
+            elif prediction.due >= horizon and not unobservable(data, prediction.due, now):
                 still_pending.append(prediction)
         self._pending = still_pending
         for score in scores:
@@ -297,16 +309,6 @@ class ShadowLedger:
 
     def _oldest_kept(self, now: datetime) -> datetime:
         return align_down(now, BUCKET) - (self.hours - 1) * BUCKET
-
-    @staticmethod
-    def _lost(data: Sequence[SignalData], moment: datetime, now: datetime) -> bool:
-        """Whether some signal's history already starts after ``moment`` (it will never be seen)."""
-        for signal in data:
-            step = signal.history.step
-            first = align_down(now, step) - (len(signal.history.values) - 1) * step
-            if _first_sample_at_or_after(moment, step) < first:
-                return True
-        return False
 
     def summary(self) -> ShadowSummary:
         buckets = sorted(self._buckets.values(), key=lambda b: b.start)

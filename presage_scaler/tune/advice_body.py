@@ -1,5 +1,12 @@
 """The body of ``status.advice`` from a tuning run: the verdict, the changed fields as a merge patch a
-user can apply, and the figures of the current and the advised spec on both parts of the history."""
+user can apply, and the figures of the current and the advised spec on both parts of the history.
+
+Two fields are the controller's, not presage advise's: ``live``, the advised spec's record on live demand,
+and ``applied``, presage's own apply of it. The body never writes ``applied``; it keeps ``live`` (by
+leaving it out) when it advises the very patch being scored, so a daily re-advice does not restart the
+proof, and keeps the verdict that record earned (Proven) with it; when the patch changes it resets
+``live`` (an explicit null), and scoring starts over on the new one.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +33,10 @@ KNOB_FIELDS = {
     "cycles": "forecastBackend.cycles",
 }
 """Each knob (:meth:`Knobs.as_dict`) and the field a user changes to set it."""
+LIVE, APPLIED = "live", "applied"
+"""The controller's fields of ``status.advice`` (module docstring)."""
+KEPT_VERDICTS = ("Proven", "FailedLive")
+"""The verdicts a live record earns, kept while the same patch is advised again."""
 
 
 def merge_diff(before: Any, after: Any) -> Any:
@@ -72,29 +83,44 @@ def spec_patch(result: TuneResult, current_spec: dict[str, Any]) -> dict[str, An
 
 
 def advice_status(
-    result: TuneResult, advice: Advice, spec: dict[str, Any], service_level: str, generation: int, now: datetime
+    result: TuneResult,
+    advice: Advice,
+    spec: dict[str, Any],
+    service_level: str,
+    generation: int,
+    now: datetime,
+    previous: object = None,
 ) -> dict[str, Any]:
     """``status.advice`` (wire form, validated against the API) for ``result`` on the scaler whose
-    stored spec is ``spec``; every field of :class:`AdviceStatus` is present, null when not set, so
-    that a merge patch of it leaves nothing of an earlier advice behind."""
+    stored spec is ``spec`` and whose ``status.advice`` is ``previous`` (as stored); every field of
+    :class:`AdviceStatus` presage advise writes is present, null when not set, so that a merge patch of
+    it leaves nothing of an earlier advice behind, except ``live`` while the patch is the one it scores
+    (module docstring)."""
     split = result.split
     chosen, start = result.chosen, result.default
     advised = advice.verdict == "Advised"
     patch = spec_patch(result, spec) if advised else None
     new_backend = advised and forecaster_changed(result)
     saving = 1.0 - chosen.held_out.replica_hours / start.held_out.replica_hours if advised else 0.0
+    text = json.dumps(patch, separators=(",", ":"), sort_keys=True) if patch is not None else None
+    before = previous if isinstance(previous, dict) else {}
+    proving = text is not None and before.get("patch") == text
+    verdict, message = str(advice.verdict), advice.message
+    if proving and before.get("verdict") in KEPT_VERDICTS:
+        verdict = str(before["verdict"])
+        message = f"{verdict} on live demand (status.advice.live). {message}"
     body: dict[str, Any] = {
         "time": now,
         "lastAttemptTime": now,
         "observedGeneration": generation,
         "serviceLevel": service_level,
-        "verdict": str(advice.verdict),
-        "message": advice.message,
+        "verdict": verdict,
+        "message": message,
         "current": _outcome(start),
         "advised": _outcome(chosen) if advised else None,
         "saving": 100.0 * saving,
         "changes": changes(start.knobs, chosen.knobs) if advised else None,
-        "patch": json.dumps(patch, separators=(",", ":"), sort_keys=True) if patch is not None else None,
+        "patch": text,
         "forecastBackend": {
             "name": backend_name(chosen.knobs),
             "season": format_duration(chosen.knobs.forecaster.season),
@@ -112,7 +138,10 @@ def advice_status(
         "error": None,
     }
     wire = AdviceStatus.model_validate(body).to_wire()
-    return {name: wire.get(name) for name in _wire_names()}
+    written = {name: wire.get(name) for name in _wire_names()}
+    if proving:
+        del written[LIVE]
+    return written
 
 
 def failed_status(message: str, now: datetime) -> dict[str, Any]:
@@ -122,4 +151,5 @@ def failed_status(message: str, now: datetime) -> dict[str, Any]:
 
 
 def _wire_names() -> list[str]:
-    return [info.alias or name for name, info in AdviceStatus.model_fields.items()]
+    """The fields of ``status.advice`` presage advise writes: all but ``applied``."""
+    return [info.alias or name for name, info in AdviceStatus.model_fields.items() if name != APPLIED]

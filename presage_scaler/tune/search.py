@@ -7,6 +7,12 @@ the one that came closest (least under-provisioned time). One exception keeps wh
 on cannot rank from moving the user's spec: the starting spec stays when it meets the level and
 costs at most ALIKE more than the winner. The choice never sees held-out figures.
 
+``presage advise`` weighs one more spec after this choice, the one it advised before
+(:mod:`presage_scaler.tune.previous_advice`): that spec is chosen instead when it still meets the level
+in-sample and held out and costs at most ALIKE more than the winner in-sample, so that a daily re-advice
+does not restart the proof on live demand over candidates the part chosen on cannot rank; and a spec
+whose advice failed on live demand is left out of the choice.
+
 Why the cheapest, and not a rule that prefers margin or fewer changes among the candidates ALIKE in
 cost: such rules pay more held out, and the misses held out they would avoid come from parts too
 short to choose on, which :mod:`presage_scaler.tune.verdict` refuses to advise from. Checked by
