@@ -39,6 +39,8 @@ GENERATED = {
     "manifests/networkpolicy.yaml": "templates/networkpolicy.yaml",
     "manifests/poddisruptionbudget.yaml": "templates/poddisruptionbudget.yaml",
     "manifests/forecastbackend-default.yaml": "templates/forecastbackend-default.yaml",
+    "manifests/advise-rbac.yaml": "templates/advise-rbac.yaml",
+    "manifests/advise-cronjob.yaml": "templates/advise-cronjob.yaml",
     "manifests/forecaster/deployment.yaml": "templates/forecaster/deployment.yaml",
     "manifests/forecaster/service.yaml": "templates/forecaster/service.yaml",
     "manifests/forecaster/networkpolicy.yaml": "templates/forecaster/networkpolicy.yaml",

@@ -21,7 +21,6 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "presage"
 IMAGES = {
     "scaler.image.repository": "registry.example.com/presage-scaler",
     "forecaster.image.repository": "registry.example.com/presage-forecaster",
-    "advise.image.repository": "registry.example.com/presage-advise",
 }
 """The image repositories the chart requires (no registry publishes presage's images), as the docs
 write them: every render and install passes them."""

@@ -70,9 +70,9 @@ EVERYTHING = {
     "metrics.podMonitor.enabled": "true",
     "metrics.podMonitor.scrapeTimeout": "10s",
     "certManager.enabled": "true",
-    "advise.enabled": "true",
     "advise.schedule": "5 */6 * * *",
     "advise.shards": "4",
+    "advise.image.repository": "registry.example.com/presage-advise",
     "advise.image.tag": "0.2.0",
     "advise.image.pullPolicy": "IfNotPresent",
     "advise.warmup": "3d",
@@ -92,9 +92,9 @@ EVERYTHING = {
     "advise.tolerations[0].operator": "Exists",
     "advise.priorityClassName": "low",
 }
-# presage advise as a CronJob with its defaults.
-ADVISE = {"advise.enabled": "true"}
-VARIANTS = {"defaults": {}, "everything": EVERYTHING, "advise": ADVISE}
+# No presage advise CronJob (it runs by default).
+NO_ADVICE = {"advise.enabled": "false"}
+VARIANTS = {"defaults": {}, "everything": EVERYTHING, "no advice": NO_ADVICE}
 
 
 def stand_in_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
@@ -217,7 +217,6 @@ def test_a_misspelt_or_mistyped_value_fails_before_anything_renders(helm: Helm, 
     [
         ((), "scaler.image.repository", "Dockerfile.scaler"),
         (("forecaster.enabled",), "forecaster.image.repository", "Dockerfile.forecaster"),
-        (("advise.enabled",), "advise.image.repository", "Dockerfile.scaler with --build-arg EXTRAS='[backtest]'"),
     ],
 )
 def test_an_image_repository_left_unset_fails_saying_what_to_build_and_set(
@@ -341,7 +340,8 @@ def test_service_account_created_or_named(helm: Helm) -> None:
     assert ("ServiceAccount", "presage-scaler") in default
     assert scaler_pod(list(default.values()))["serviceAccountName"] == "presage-scaler"
     existing = render(helm, {"serviceAccount.create": "false", "serviceAccount.name": "presage-identity"})
-    assert not [key for key in existing if key[0] == "ServiceAccount"]
+    # Only advise's own identity (it is never the scaler's) is still created.
+    assert [key for key in existing if key[0] == "ServiceAccount"] == [("ServiceAccount", ADVISE_NAME)]
     assert scaler_pod(list(existing.values()))["serviceAccountName"] == "presage-identity"
     for binding in (("ClusterRoleBinding", "presage-scaler"), ("RoleBinding", "presage-scaler-leader-election")):
         assert [s["name"] for s in existing[binding]["subjects"]] == ["presage-identity"], binding
@@ -507,13 +507,28 @@ def advise_job(objects: Objects) -> tuple[dict[str, Any], dict[str, Any], dict[s
     return job, job["template"], container
 
 
-def test_advise_is_off_by_default(helm: Helm) -> None:
-    objects = render(helm, {})
+def test_advise_runs_by_default_on_the_scaler_deployments_image(helm: Helm) -> None:
+    """The default values render the advise CronJob, its ServiceAccount and its RBAC, and the CronJob
+    runs exactly the scaler Deployment's image (repository, tag and pull policy): no second image to
+    build. advise.enabled=false renders none of it."""
+    for scaler_image in ({}, {"scaler.image.tag": "0.3.1", "scaler.image.pullPolicy": "Always"}):
+        objects = render(helm, scaler_image)
+        [scaler] = scaler_pod(list(objects.values()))["containers"]
+        _, _, container = advise_job(objects)
+        assert container["image"] == scaler["image"], scaler_image
+        assert container.get("imagePullPolicy") == scaler.get("imagePullPolicy"), scaler_image
+        assert container["image"].startswith(IMAGES["scaler.image.repository"] + ":")
+    assert container["image"].endswith(":0.3.1") and container["imagePullPolicy"] == "Always"
+    assert {("ServiceAccount", ADVISE_NAME), ("ClusterRole", ADVISE_NAME), ("ClusterRoleBinding", ADVISE_NAME)} <= set(
+        render(helm, {})
+    )
+    assert CHART_VALUES["advise"]["enabled"] is True
+    objects = render(helm, NO_ADVICE)
     assert not [key for key in objects if "advise" in key[1] or key[0] in ("CronJob", "Job")]
 
 
 def test_advise_runs_as_an_indexed_job_each_pod_a_shard(helm: Helm, monkeypatch: pytest.MonkeyPatch) -> None:
-    objects = render(helm, {"advise.enabled": "true", "advise.shards": "3"})
+    objects = render(helm, {"advise.shards": "3"})
     cronjob = objects["CronJob", ADVISE_NAME]
     assert cronjob["metadata"]["namespace"] == NAMESPACE
     assert cronjob["spec"]["schedule"] == "17 * * * *"
@@ -526,7 +541,7 @@ def test_advise_runs_as_an_indexed_job_each_pod_a_shard(helm: Helm, monkeypatch:
     pod = template["spec"]
     assert pod["restartPolicy"] == "Never"
     assert container["name"] == "advise"
-    assert container["image"] == f"{IMAGES['advise.image.repository']}:{APP_VERSION}"
+    assert container["image"] == f"{IMAGES['scaler.image.repository']}:{APP_VERSION}"
     assert "imagePullPolicy" not in container
     # No --shard: each pod takes its index from the variable Kubernetes sets in an indexed Job's pods.
     assert container["args"] == ["advise", "--shards=3", "--jobs=1"]
@@ -563,7 +578,7 @@ def test_every_advise_option_reaches_presage_advise(helm: Helm) -> None:
     job, template, container = advise_job(objects)
     assert (job["completions"], job["parallelism"]) == (4, 4)
     assert (job["backoffLimitPerIndex"], job["activeDeadlineSeconds"]) == (0, 1800)
-    assert container["image"] == f"{IMAGES['advise.image.repository']}:0.2.0"
+    assert container["image"] == "registry.example.com/presage-advise:0.2.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
     args = build_parser().parse_args(container["args"])
     assert (args.command, args.shards, args.jobs, args.namespace) == ("advise", 4, 2, "shop")
@@ -592,12 +607,11 @@ def test_advise_refuses_a_scaler_name_too_long_for_a_cronjob(helm: Helm) -> None
         "presage",
         str(CHART),
         *IMAGE_FLAGS,
-        "--set=advise.enabled=true",
         f"--set=scaler.name={long_name}",
         check=False,
     )
     assert refused.returncode != 0 and "longer than Kubernetes allows (52 characters)" in refused.stderr
-    assert ("CronJob", f"{'s' * 45}-advise") in render(helm, {**ADVISE, "scaler.name": "s" * 45})
+    assert ("CronJob", f"{'s' * 45}-advise") in render(helm, {"scaler.name": "s" * 45})
 
 
 # What presage advise does, and all it may do: list and read scalers, read their ForecastBackend,
@@ -611,7 +625,7 @@ ADVISE_RULES = [
 
 
 def test_advise_cluster_role_grants_exactly_what_advise_uses(helm: Helm) -> None:
-    objects = render(helm, ADVISE)
+    objects = render(helm, {})
     rules = objects["ClusterRole", ADVISE_NAME]["rules"]
     assert rules == ADVISE_RULES
     granted = [
@@ -626,17 +640,17 @@ def test_advise_cluster_role_grants_exactly_what_advise_uses(helm: Helm) -> None
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ADVISE_NAME}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ADVISE_NAME, "namespace": NAMESPACE}]
     # rbac.create false: the ServiceAccount still, no roles.
-    unbound = render(helm, {**ADVISE, "rbac.create": "false"})
+    unbound = render(helm, {"rbac.create": "false"})
     assert [key for key in unbound if "advise" in key[1]] == [("ServiceAccount", ADVISE_NAME), ("CronJob", ADVISE_NAME)]
 
 
 def test_advise_service_account_may_do_what_advise_does_and_nothing_more(
     chart_cluster: tuple[KubeControlPlane, Helm],
 ) -> None:
-    """Installed with advise enabled, the API server's own authorizer answers for the advise
+    """Installed with the defaults (advise runs), the API server's own authorizer answers for the advise
     ServiceAccount's token; the example Role grants it the one Secret a scaler's signal names."""
     plane, helm = chart_cluster
-    install(helm, "--set=advise.enabled=true")
+    install(helm)
     assert get(plane, "cronjob", ADVISE_NAME) is not None
     plane.kubectl("create", "namespace", "shop")
     as_advise = plane.kubeconfig_for_token(plane.service_account_token(NAMESPACE, ADVISE_NAME))
