@@ -136,7 +136,7 @@ async def observe_advice(
     try:
         advised = advised_spec(spec_json, advice.patch)
         decision = await advised_decision(advised, advice.forecast_backend, spec, current, backend, calibration, ledger)
-    except (SpecError, EvaluationError, BackendError, HorizonError) as exc:
+    except (SpecError, EvaluationError, BackendError, HorizonError, RecursionError) as exc:
         log.warning("advice not scored scaler=%s: the advised spec cannot decide error=%s", scaler, exc)
         return None
     except Exception:  # a fault nobody foresaw in scoring the advice never fails the evaluation

@@ -69,7 +69,7 @@ def previous_advice(advice: object, spec: object, backend: dict[str, Any] | None
     try:
         advised = parse(PredictiveScalerSpec, advised_wire(spec, patch), path="spec")
         knobs = knobs_of(advised, backend_spec(backend))
-    except (SpecError, TuneError):
+    except (SpecError, TuneError, RecursionError):  # RecursionError: a patch nested past what JSON parses
         return None
     return PreviousAdvice(knobs=knobs, patch=patch, failed_live=status.get("verdict") == FAILED_LIVE)
 

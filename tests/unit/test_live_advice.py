@@ -136,6 +136,7 @@ def test_what_is_not_scored() -> None:
         (SPEC, advice(patch, verdict="HeldOutFailed")),
         (SPEC, advice(patch, verdict="Proven")),  # a verdict its record does not hold
         (SPEC, advice({"spec": {"policy": {"targetQuantile": "7"}}})),  # a patch that makes no valid spec
+        (SPEC, AdviceStatus(verdict="Advised", patch='{"spec":' + '{"a":' * 5000 + "1" + "}" * 5001)),  # too deep
     ):
         assert observed(spec, status, Counted())[1] is None, (spec, status)
     assert observed({**SPEC, "mode": "Enforce", "advice": {}}, advice(patch), Counted())[1] is not None

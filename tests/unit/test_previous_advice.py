@@ -67,6 +67,8 @@ def test_the_spec_an_advice_advised_is_read_back_from_its_patch(result: TuneResu
     assert previous_advice({"verdict": "Advised", "patch": "{"}, SPEC, None) is None
     assert previous_advice({"verdict": "Advised", "patch": '{"spec":{"signal":null}}'}, SPEC, None) is None
     assert previous_advice("not an advice", SPEC, None) is None
+    nested = '{"spec":' + '{"a":' * 5000 + "1" + "}" * 5001  # deeper than JSON parses
+    assert previous_advice({"verdict": "Advised", "patch": nested}, SPEC, None) is None
 
 
 def test_the_previous_advice_is_kept_while_the_part_chosen_on_cannot_tell_it_from_the_new_choice(
