@@ -185,8 +185,8 @@ def counted(
     """The merge patch of ``status.advice`` that adds ``scores`` (an evaluation's of the spec ``spec`` at
     ``generation``, at ``now``) to the counts of the apply it watches: those of decisions made after the
     apply (in whole seconds, as shadow keeps them: a decision in the apply's own second is not counted).
-    None when no apply is watched or none of ``scores`` counts (a failed evaluation's status, written over
-    a held one, then leaves ``advice`` to the live record: ``status_cadence.replacing``)."""
+    None when no apply is watched or none of ``scores`` counts (a failed evaluation writes the counts a
+    held status carries: ``status_cadence.replacing``)."""
     settings = applying(spec)
     applied = advice.applied if advice is not None else None
     if settings is None or applied is None or not watching(applied, generation, now, settings.every):

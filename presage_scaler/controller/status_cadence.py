@@ -35,8 +35,10 @@ from presage_scaler.clients.kube.client import JSON
 
 ADVICE = "advice"
 """The status field presage advise writes, of which the controller writes only ``live`` (and the verdict
-the live record earns, :mod:`~presage_scaler.controller.live_advice`)."""
-ADVICE_LIVE = "live"
+the live record earns, :mod:`~presage_scaler.controller.live_advice`) and ``applied``
+(:mod:`~presage_scaler.controller.advice_apply`)."""
+ADVICE_CONTROLLERS = ("live", "applied")
+"""The parts of ``advice`` a held status carries and a failed evaluation writes with it."""
 HELD_AT_MOST = timedelta(minutes=10)
 """A status confirmed by its Lease is still written this long after its forecast: what a replica's
 restart loses (held shadow predictions, a TimesFM backend's recorded forecast, which is taken at most
@@ -148,15 +150,17 @@ def replacing(status: JSON) -> JSON:
     """A merge patch that turns the written status into ``status``, a held one computed over it: its
     fields, and null for each status field it lacks (a held status holds every key of the status it
     was merged over, nested ones included, so only a top-level field it cleared is missing). Of
-    ``advice`` it writes only the live record the held status carries (:data:`ADVICE_LIVE`): presage
-    advise writes the rest, and the held status may carry an older one."""
+    ``advice`` it writes only what the controller keeps there (:data:`ADVICE_CONTROLLERS`) and the held
+    status carries: presage advise writes the rest, and the held status may carry an older one."""
     cleared = {
         field.alias or name: None for name, field in PredictiveScalerStatus.model_fields.items() if name != ADVICE
     }
     replaced = {**cleared, **{key: value for key, value in status.items() if key != ADVICE}}
-    live = _dict(status.get(ADVICE)).get(ADVICE_LIVE)
-    if live is not None:  # the controller never clears it: only presage advise does, and then none is held
-        replaced[ADVICE] = {ADVICE_LIVE: live}
+    advice = _dict(status.get(ADVICE))
+    # Never cleared here: a held status lacks one only when the status it was computed over did.
+    kept = {key: advice[key] for key in ADVICE_CONTROLLERS if advice.get(key) is not None}
+    if kept:
+        replaced[ADVICE] = kept
     return replaced
 
 

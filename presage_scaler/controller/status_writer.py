@@ -38,6 +38,10 @@ class StatusWriter:
         self._may_write = may_write
         self._fenced = fenced
 
+    def may_write(self, key: Key) -> bool:
+        """Whether this replica writes the scaler ``key`` now: the fence of any write about it."""
+        return self._may_write(key)
+
     async def write(self, obj: JSON, status: PredictiveScalerStatus, patch_of: StatusPatch) -> JSON | None:
         """Write ``patch_of(status)`` over ``obj`` (whose status ``status`` is); the object as written,
         or None when nothing was (deposed, deleted, refused, or conflicts every time)."""

@@ -117,18 +117,31 @@ async def test_controller_runs_with_its_service_account(cluster, kube_namespace,
             headers={"Content-Type": "application/merge-patch+json"},
         )
         assert patch.status_code == 403  # presage recommends; KEDA/HPA or Agones apply
-        spec_write = http.patch(
-            f"/apis/scaling.presage.sh/v1alpha1/namespaces/{kube_namespace}/predictivescalers/checkout",
-            content=json.dumps({"spec": {"mode": "Enforce"}}),
-            headers={"Content-Type": "application/merge-patch+json"},
+        scalers = f"/apis/scaling.presage.sh/v1alpha1/namespaces/{kube_namespace}/predictivescalers"
+        assert http.delete(f"{scalers}/checkout").status_code == 403
+        assert (
+            http.put(
+                f"{scalers}/checkout", json=get(cluster, "predictivescaler", "checkout", kube_namespace)
+            ).status_code
+            == 403
         )
-        assert spec_write.status_code == 403
-        # And what it needs is granted (the ServiceAccount's view of itself).
-        review = http.post(
-            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-            json={"spec": {"resourceAttributes": {"group": "keda.sh", "resource": "scaledobjects", "verb": "watch"}}},
-        )
-        assert review.json()["status"]["allowed"] is True
+        assert http.post(scalers, json={**scaler, "metadata": {"name": "made"}}).status_code == 403
+
+        # And what it needs is granted (the ServiceAccount's view of itself): a spec is patched only to
+        # apply an advice (spec.advice.apply: WhenProven, tests/integration/test_advice_apply.py).
+        def allowed(group: str, resource: str, verb: str) -> bool:
+            attributes = {"group": group, "resource": resource, "verb": verb}
+            review = http.post(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                json={"spec": {"resourceAttributes": attributes}},
+            )
+            return bool(review.json()["status"]["allowed"])
+
+        assert allowed("keda.sh", "scaledobjects", "watch")
+        assert allowed("scaling.presage.sh", "predictivescalers", "patch")
+        assert allowed("scaling.presage.sh", "forecastbackends", "create")
+        assert not allowed("scaling.presage.sh", "forecastbackends", "patch")
+        assert not allowed("scaling.presage.sh", "forecastbackends", "delete")
 
 
 async def test_without_list_and_watch_on_deployments_counts_are_read_through_the_scale_subresource(

@@ -25,7 +25,7 @@ from presage_scaler.controller.advice_apply import (
     rollback_reason,
     spec_changes,
 )
-from presage_scaler.controller.status_cadence import merge_patch
+from presage_scaler.controller.status_cadence import merge_patch, replacing
 from presage_scaler.engine.shadow import Prediction, Score
 from presage_scaler.tune.advice_body import KNOB_FIELDS
 
@@ -151,6 +151,15 @@ def test_the_watch_counts_the_decisions_made_after_the_apply() -> None:
     assert counted(status, scores, parsed(), 4, now) == {"applied": {"samples": 12, "misses": 2}}
     assert counted(status, [], parsed(), 4, now) is None  # nothing to add: the counts stay as written
     assert counted(status, scores[:2], parsed(), 4, now) is None
+
+
+def test_a_failed_evaluation_writes_the_counts_a_held_status_carries() -> None:
+    """Counts held with the shadow ledger they come from are written with it by a failure, never lost while
+    the ledger's scored moments are kept."""
+    written = {"advice": advice(applied=applied(samples=10, misses=0).to_wire()).to_wire()}
+    held = merge_patch(written, {"advice": {"applied": {"samples": 12, "misses": 1}}})
+    assert replacing(held)["advice"] == {"applied": held["advice"]["applied"]}
+    assert merge_patch(written, replacing(held)) == held
 
 
 @pytest.mark.parametrize(

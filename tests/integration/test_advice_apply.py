@@ -1,0 +1,316 @@
+"""Applying a Proven advice, on the real API server and Prometheus: by presage (``spec.advice.apply:
+WhenProven``, with the controller's own ServiceAccount from ``manifests/``), and by hand (the commands
+docs/shadow-to-enforce.md gives, run with the real kubectl).
+
+The advice is put in ``status.advice`` as presage advise and the live record leave it (verdict Proven);
+what happens after the apply is the controller's own scoring of the demand that comes: a surge the
+applied spec did not foresee is a live miss, and the previous policy comes back. The controller runs on a
+simulated clock over history backfilled into Prometheus, one evaluation a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from presage_scaler.api.advice_patch import merge_patch
+from presage_scaler.api.parse import parse
+from presage_scaler.api.predictive_scaler_status import AdviceApplied
+from presage_scaler.clients.kube.events import EventRecorder
+from presage_scaler.clients.prometheus import PrometheusClientPool
+from presage_scaler.controller.app import ControllerOptions, running
+from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
+from presage_scaler.controller.predictive_scaler_controller import ScalerController
+from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
+from presage_scaler.observability.metrics import ScalerMetrics
+from presage_scaler.serving.store import RecommendationStore
+from tests.harness.presage_cluster import (
+    REPO,
+    WRITES_EVERY_EVALUATION,
+    apply,
+    deployment,
+    get,
+    predictive_scaler,
+    unique,
+)
+from tests.harness.prometheus import Series
+
+pytestmark = pytest.mark.integration
+
+START = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=100)
+"""The simulated clock's first evaluation: far enough in the past that every moment the test evaluates
+at is backfilled history."""
+SURGE = START + timedelta(minutes=6)
+"""When demand triples, unforeseen by every forecast made before it."""
+CAPACITY = 10
+
+
+def demand(at: datetime) -> float:
+    return 150.0 if at >= SURGE else 50.0
+
+
+def history() -> list[tuple[datetime, float]]:
+    """One sample a minute from four hours before START up to now."""
+    first = START - timedelta(hours=4)
+    minutes = int((datetime.now(UTC) - first) / timedelta(minutes=1))
+    return [(first + timedelta(minutes=i), demand(first + timedelta(minutes=i))) for i in range(minutes + 1)]
+
+
+def advice(patch: str, generation: int, backend: str, verdict: str = "Proven") -> dict[str, Any]:
+    """``status.advice`` as presage advise writes it and the live record turns it: the changes, the patch,
+    the backend it names, for the spec at ``generation``."""
+    return {
+        "verdict": verdict,
+        "patch": patch,
+        "observedGeneration": generation,
+        "serviceLevel": "1%",
+        "forecastBackend": {"name": backend, "season": "1h", "cycles": 1},
+        "message": f"{verdict}: test advice",
+    }
+
+
+def set_advice(cluster, name: str, namespace: str, fields: dict[str, Any]) -> None:
+    body = json.dumps({"status": {"advice": fields}})
+    cluster.kubectl("patch", "ps", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", body)
+
+
+def events(cluster, namespace: str, reason: str) -> list[dict[str, Any]]:
+    items = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
+    return [e for e in items if e["reason"] == reason]
+
+
+def managers(cluster, namespace: str) -> dict[str, str]:
+    """The scaler's field managers, each with the fields of its spec it manages."""
+    shown = cluster.kubectl("get", "ps", "web", "-n", namespace, "--show-managed-fields", "-o", "json").stdout
+    return {
+        entry["manager"]: json.dumps(entry.get("fieldsV1", {}).get("f:spec", {}))
+        for entry in json.loads(shown)["metadata"]["managedFields"]
+    }
+
+
+def applied_of(obj: dict[str, Any]) -> AdviceApplied | None:
+    raw = ((obj.get("status") or {}).get("advice") or {}).get("applied")
+    return parse(AdviceApplied, raw) if raw is not None else None
+
+
+async def usable(backends: BackendController, name: str, timeout: float = 60.0) -> None:
+    """Wait until the controller's ForecastBackend cache has probed ``name``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            backends.backend_for(name)
+            return
+        except BackendUnusable as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ForecastBackend {name} never became usable: {exc}") from exc
+        await asyncio.sleep(0.2)
+
+
+class SimulatedEvaluations:
+    """One scaler evaluated by a controller of our own at simulated times, its entry fed the object's
+    newer versions as the watch would."""
+
+    def __init__(self, controller: ScalerController, cluster, name: str, namespace: str) -> None:
+        self._controller = controller
+        self._cluster = cluster
+        self._name = name
+        self._namespace = namespace
+        obj = self.read()
+        self._entry = ScalerEntry(obj=obj, generation=obj["metadata"]["generation"])
+
+    def read(self) -> dict[str, Any]:
+        return get(self._cluster, "predictivescaler", self._name, self._namespace)
+
+    async def evaluate(self) -> dict[str, Any]:
+        """Evaluate once; the object as the API server then holds it."""
+        await self._controller.reconcile(self._entry)
+        obj = self.read()
+        if obj["metadata"]["resourceVersion"] != self._entry.obj["metadata"]["resourceVersion"]:
+            self._entry.keep(obj)
+            self._entry.generation = obj["metadata"]["generation"]
+        return obj
+
+
+async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    ns = kube_namespace
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, history()))
+    cluster.kubectl("apply", "-k", str(REPO / "manifests"))
+    kubeconfig = cluster.kubeconfig_for_token(cluster.service_account_token("presage-system", "presage-scaler"))
+    advised_backend = unique("seasonal-naive-1h-x1")
+    patch = json.dumps(
+        {"spec": {"policy": {"targetQuantile": "0.8", "headroom": "5%"}, "forecast": {"backendRef": advised_backend}}}
+    )
+    apply(cluster, deployment("web", 5), ns)
+    scaler = predictive_scaler(
+        "web",
+        "web",
+        prom.url,
+        "app_demand",
+        backend_name,
+        mode="Enforce",
+        interval="1m",
+        capacity={"perReplica": CAPACITY},
+        advice={"apply": "WhenProven", "every": "1h", "serviceLevel": "1%"},
+    )
+    apply(cluster, scaler, ns)
+    before = get(cluster, "predictivescaler", "web", ns)
+    set_advice(cluster, "web", ns, advice(patch, before["metadata"]["generation"], advised_backend))
+
+    # The running controller watches no scaler (another namespace): it lends its client, with the
+    # ServiceAccount's token, and its ForecastBackend cache to ours, which runs on the simulated clock.
+    options = ControllerOptions(
+        kubeconfig=kubeconfig,
+        namespaces=(unique("elsewhere"),),
+        grpc_port=0,
+        http_port=0,
+        health_port=0,
+        leader_elect=False,
+        probe_period=1.0,
+    )
+    now = [START]
+    prometheus = PrometheusClientPool()
+    try:
+        async with running(options) as app:
+            controller = ScalerController(
+                app.client,
+                RecommendationStore(),
+                app.backends,
+                prometheus,
+                EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+                ScalerMetrics(),
+                clock=lambda: now[0],
+                staleness=WRITES_EVERY_EVALUATION,
+            )
+            await usable(app.backends, backend_name)
+            scaler_runs = SimulatedEvaluations(controller, cluster, "web", ns)
+
+            # Proven: applied at the first evaluation, the advised backend created first.
+            obj = await scaler_runs.evaluate()
+            assert obj["spec"] == merge_patch(before["spec"], json.loads(patch)["spec"])
+            generation = obj["metadata"]["generation"]
+            assert generation == before["metadata"]["generation"] + 1
+            applied = applied_of(obj)
+            assert applied is not None
+            assert (applied.patch, applied.generation, applied.time) == (patch, generation, START)
+            assert (applied.samples, applied.misses, applied.rolled_back) == (0, 0, None)
+            was = before["spec"]["policy"]
+            assert json.loads(applied.restore) == {
+                "spec": {
+                    "policy": {"targetQuantile": was.get("targetQuantile"), "headroom": was.get("headroom")},
+                    "forecast": {"backendRef": backend_name},
+                }
+            }
+            owned = managers(cluster, ns)["presage-advice"]
+            assert all(f'"f:{field}"' in owned for field in ("targetQuantile", "headroom", "backendRef")), owned
+            created = get(cluster, "forecastbackend", advised_backend)["spec"]
+            assert created == {"type": "SeasonalNaive", "seasonalNaive": {"season": "1h", "cycles": 1}}
+            [event] = events(cluster, ns, "AdviceApplied")
+            assert patch in event["message"] and "restores" in event["message"]
+            await usable(app.backends, advised_backend)
+
+            # Watched: every decision after the apply is counted as it is scored; none short before the
+            # surge, so the apply stays.
+            counts: list[tuple[int, int]] = []
+            rolled_back = None
+            for minute in range(1, 16):
+                now[0] = START + timedelta(minutes=minute)
+                obj = await scaler_runs.evaluate()
+                applied = applied_of(obj)
+                assert applied is not None
+                counts.append((applied.samples or 0, applied.misses or 0))
+                if applied.rolled_back is not None:
+                    rolled_back = now[0]
+                    break
+                assert obj["spec"]["policy"]["targetQuantile"] == "0.8"
+            assert rolled_back is not None, f"never rolled back; (samples, misses) per evaluation: {counts}"
+            samples, misses = counts[-1]
+            assert misses >= 1 and samples > misses
+            assert [m for _, m in counts[:-1]] == [0] * (len(counts) - 1)  # rolled back at the first miss
+            assert counts[-2][0] >= 1  # moments before the surge were scored, all covered
+            # The first miss is a decision made within one lead time (2m) of the surge, scored once its
+            # moment is observed.
+            assert SURGE <= rolled_back <= SURGE + timedelta(minutes=2)
+
+            # Rolled back: exactly the fields applied are restored, the rest of the spec as it was.
+            assert obj["spec"] == before["spec"]
+            assert obj["metadata"]["generation"] == generation + 1
+            assert applied is not None and applied.rolled_back_time == rolled_back
+            assert "under-provisioned" in applied.rolled_back and "1%" in applied.rolled_back
+            assert obj["status"]["advice"]["verdict"] == "FailedLive"
+            [event] = events(cluster, ns, "AdviceRolledBack")
+            assert event["type"] == "Warning" and applied.rolled_back in event["message"]
+
+            # Never applied again.
+            now[0] += timedelta(minutes=1)
+            obj = await scaler_runs.evaluate()
+            assert obj["spec"] == before["spec"]
+            assert len(events(cluster, ns, "AdviceApplied")) == 1
+    finally:
+        await prometheus.aclose()
+        cluster.kubectl("delete", "forecastbackend", advised_backend, "--ignore-not-found", check=False)
+
+
+def documented_commands() -> list[str]:
+    """The shell blocks of docs/shadow-to-enforce.md's "By hand" section, in order."""
+    text = (REPO / "docs" / "shadow-to-enforce.md").read_text()
+    section = text[text.index("### By hand: one command") :]
+    section = section[: section.index("\n### ", 1)]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+
+
+def test_the_documented_commands_apply_a_proven_advice_and_only_that(cluster, kube_namespace, tmp_path: Path) -> None:
+    ns = kube_namespace
+    backend = unique("seasonal-naive-1h-x1")
+    commands = documented_commands()
+    assert len(commands) == 2
+    create_backend, apply_advice = (command.replace("web -n shop", f"web -n {ns}") for command in commands)
+    assert all(f"web -n {ns}" in command for command in (create_backend, apply_advice))
+
+    # kubectl on PATH is the harness's, with its kubeconfig: the commands run exactly as written.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "kubectl"
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(f"'{arg}'" for arg in cluster.kubectl_argv()) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=60)
+
+    apply(cluster, predictive_scaler("web", "web", "http://127.0.0.1:9", "q", "default", mode="Enforce"), ns)
+    spec = get(cluster, "predictivescaler", "web", ns)["spec"]
+    generation = get(cluster, "predictivescaler", "web", ns)["metadata"]["generation"]
+    patch = json.dumps({"spec": {"policy": {"targetQuantile": "0.8"}, "forecast": {"backendRef": backend}}})
+    try:
+        # Advised, not yet Proven: the backend is created, the spec is left alone.
+        set_advice(cluster, "web", ns, advice(patch, generation, backend, verdict="Advised"))
+        created = run(create_backend)
+        assert created.returncode == 0, created.stderr
+        assert get(cluster, "forecastbackend", backend)["spec"] == {
+            "type": "SeasonalNaive",
+            "seasonalNaive": {"season": "1h", "cycles": 1},
+        }
+        again = run(create_backend)
+        assert again.returncode != 0 and "AlreadyExists" in again.stderr  # what the doc says it answers
+        refused = run(apply_advice)
+        assert refused.returncode != 0
+        assert get(cluster, "predictivescaler", "web", ns)["spec"] == spec
+
+        # Proven: the advised fields change, nothing else.
+        set_advice(cluster, "web", ns, advice(patch, generation, backend))
+        applied = run(apply_advice)
+        assert applied.returncode == 0, applied.stderr
+        assert get(cluster, "predictivescaler", "web", ns)["spec"] == merge_patch(spec, json.loads(patch)["spec"])
+    finally:
+        cluster.kubectl("delete", "forecastbackend", backend, "--ignore-not-found", check=False)
