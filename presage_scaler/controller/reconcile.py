@@ -28,7 +28,6 @@ from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.secrets import Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
-from presage_scaler.controller.advice_apply import AdviceApplier, counted
 from presage_scaler.controller.advice_saving import advice_saving
 from presage_scaler.controller.condition_updates import (
     CONSUMED,
@@ -52,11 +51,12 @@ from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, re
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.engine.adjustments import spec_adjustments
+from presage_scaler.engine.decided_by import DecidedByLedger
 from presage_scaler.engine.evaluator import EvaluationError, Recommendation, evaluate
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.past_forecasts import CalibrationState
 from presage_scaler.engine.policy import PolicyState
-from presage_scaler.engine.shadow import Score, ShadowLedger
+from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 
@@ -143,7 +143,7 @@ class _Outcome:
     """What one evaluation of one scaler found: everything the record and write steps need.
 
     Exactly one of ``recommendation`` and ``failure`` is set once the evaluate step returns, and
-    ``shadow`` (the ledger, the recommendation observed) with a recommendation.
+    ``shadow`` and ``decided_by`` (the ledgers, the recommendation observed) with a recommendation.
     """
 
     obj: JSON
@@ -162,8 +162,7 @@ class _Outcome:
     recommendation: Recommendation | None = None
     failure: Failure | None = None
     shadow: ShadowLedger | None = None
-    scores: list[Score] = field(default_factory=list)
-    """What the shadow ledger scored at this evaluation (an apply's watch counts them)."""
+    decided_by: DecidedByLedger | None = None
     duration: float = 0.0
     conditions: list[ConditionUpdate] = field(default_factory=list)
     """Conditions to write beside Ready and Degraded."""
@@ -203,7 +202,6 @@ class ScalerReconciler:
         self._events = events
         self._metrics = metrics
         self._writer = writer
-        self._advice = AdviceApplier(client, writer, events, clock)
         self._targets = TargetReader(client, replicas)
         self._secrets = Secrets(client)
         self._clock = clock
@@ -219,9 +217,6 @@ class ScalerReconciler:
         outcome = await self._evaluate(entry)
         self._record(outcome)
         await self._write(entry, outcome)
-        if outcome.spec is not None:  # spec.advice.apply: WhenProven, from the status just written or held
-            previous = outcome.status.last_forecast
-            await self._advice.act(entry, outcome.spec, previous.generated_at if previous else None)
         return outcome.interval.total_seconds()
 
     async def _evaluate(self, entry: ScalerEntry) -> _Outcome:
@@ -263,7 +258,9 @@ class ScalerReconciler:
         outcome.duration = time.perf_counter() - started
         if outcome.recommendation is not None:
             outcome.shadow = ShadowLedger.from_status(status.shadow)
-            outcome.scores = outcome.shadow.observe(outcome.recommendation, spec.policy)
+            outcome.shadow.observe(outcome.recommendation, spec.policy)
+            outcome.decided_by = DecidedByLedger.from_status(status.decided_by)
+            outcome.decided_by.observe(outcome.recommendation.decision.constraint, outcome.now)
             adjustments = spec_adjustments(spec, outcome.recommendation.lead_time, backend.max_horizon)
             outcome.conditions.append(spec_adjusted_condition(adjustments))
         return outcome
@@ -319,12 +316,10 @@ class ScalerReconciler:
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
             served_at = base.last_forecast.generated_at if base.last_forecast else None
-            patched = {
+            return {
                 **self._status_patch(base, served_at, outcome),
                 "adviceSaving": advice_saving(base.advice, entry.spec_json()),
             }
-            counts = counted(base.advice, outcome.scores, outcome.spec, outcome.generation, outcome.now)
-            return patched if counts is None else {**patched, "advice": {**patched.get("advice", {}), **counts}}
 
         fields = patch_of(status)
         if outcome.recommendation is not None:
@@ -378,7 +373,7 @@ class ScalerReconciler:
             fields["currentReplicas"] = outcome.current
         recommendation = outcome.recommendation
         if recommendation is not None:
-            assert outcome.shadow is not None
+            assert outcome.shadow is not None and outcome.decided_by is not None
             fresh = PredictiveScalerStatus(
                 recommended_replicas=recommendation.replicas,
                 last_forecast=recommendation.last_forecast,
@@ -394,8 +389,11 @@ class ScalerReconciler:
             fields.setdefault("scaleDownCandidateSince", None)
             fields.setdefault("calibration", None)
             fields["shadow"] = outcome.shadow.status_patch()
+            fields["decidedBy"] = outcome.decided_by.status_patch()
+            guard_note = outcome.decided_by.guard_note()
+            explained = f"{_explain(recommendation)}; {guard_note}" if guard_note else _explain(recommendation)
             updates = [
-                ConditionUpdate(READY, "True", Reason.RECOMMENDED, _explain(recommendation)),
+                ConditionUpdate(READY, "True", Reason.RECOMMENDED, explained),
                 ConditionUpdate(DEGRADED, "False", Reason.EVALUATION_SUCCEEDED, "the last evaluation succeeded"),
             ]
         else:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from presage_scaler.api.quantities import format_significant
@@ -22,6 +23,7 @@ from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 from tests.harness.fixtures_prometheus import PrometheusFactory
+from tests.harness.guard_reading import forecast_uncertainty_named, guard_held_at
 from tests.harness.kube import KubeControlPlane
 from tests.harness.presage_cluster import (
     WRITES_EVERY_EVALUATION,
@@ -39,6 +41,8 @@ from tests.harness.presage_cluster import (
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration
+
+GUARD, WINDOW = "ForecastUncertainty", "ScaleDownWindow"
 
 
 async def test_scaler_gets_status_conditions_and_events(cluster, kube_namespace, backend_name, prometheus_factory):
@@ -165,8 +169,14 @@ async def test_unchanged_statuses_are_held_for_the_next_evaluation_and_changes_w
             lambda o: o["status"].get("currentReplicas") == 7,
             what="the new count in status",
         )
+        evaluations = app.scalers.evaluations
         generated = datetime.fromisoformat(seen["status"]["lastForecast"]["generatedAt"])
         assert generated - scaled <= interval + timedelta(seconds=1)  # not held for the evaluation after
+        # Every decision up to the one written is counted once, held or written: none lost at a hold (that
+        # would count about one in two), none twice. The evaluation that wrote may not be counted in
+        # ``evaluations`` yet, and one or two after it may be.
+        decided = sum(sum(hour["counts"].values()) for hour in seen["status"]["decidedBy"]["hours"])
+        assert evaluations - 2 <= decided <= evaluations + 1, (decided, evaluations)
 
 
 @contextlib.asynccontextmanager
@@ -276,3 +286,61 @@ async def test_an_unexpected_error_is_internal_error_and_keeps_the_recommendatio
     assert degraded["message"] == "unexpected ZeroDivisionError: float division by zero"
     assert after["status"]["recommendedReplicas"] == good["status"]["recommendedReplicas"]
     assert after["status"]["lastForecast"] == good["status"]["lastForecast"]
+
+
+async def test_a_guard_hold_is_read_from_status_alone(cluster, kube_namespace, backend_name, prometheus_factory):
+    """docs/concepts.md's derivation, on what the controller wrote: three scalers whose forecast allows a
+    scale-down from 60 replicas, whose uncertainty guard holds (maxRelativeSpread 0 on a noisy signal),
+    releases (1000), or is disabled. A previous leader's decidedBy, 12 hours the guard mostly set, is
+    continued, and the Ready message says the guard set most of the day."""
+    noise = np.random.default_rng(5).normal(0.0, 8.0, 200)
+    samples = [(at, value + noise[k % len(noise)]) for k, (at, value) in enumerate(recent_samples())]
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, samples))
+    guards = {
+        "held": {"maxRelativeSpread": "0"},
+        "released": {"maxRelativeSpread": "1000"},
+        "disabled": {"enabled": False, "maxRelativeSpread": "0"},
+    }
+    for name, guard in guards.items():
+        apply(cluster, deployment(name, 60), kube_namespace)
+        policy = {"maxReplicas": 100, "scaleDownUncertaintyGuard": guard}
+        scaler = predictive_scaler(name, name, prom.url, "app_demand", backend_name, interval="10m", policy=policy)
+        apply(cluster, scaler, kube_namespace)
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    day = [
+        {"start": (hour - k * timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"), "counts": {GUARD: 5, WINDOW: 1}}
+        for k in range(12, 0, -1)
+    ]
+    cluster.kubectl(
+        "patch", "predictivescaler", "held", "-n", kube_namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"decidedBy": {"hours": day}}}),
+    )  # fmt: skip
+
+    scalers = {}
+    async with running(options(cluster, kube_namespace)):
+        for name in guards:
+            scalers[name] = await eventually(
+                lambda name=name: get(cluster, "predictivescaler", name, kube_namespace),
+                lambda o: "breakdown" in (o.get("status") or {}),
+                what=f"{name}'s first evaluation",
+            )
+    constraints = {name: scaler["status"]["breakdown"]["constraint"] for name, scaler in scalers.items()}
+    assert constraints == {"held": GUARD, "released": WINDOW, "disabled": WINDOW}
+    for name, scaler in scalers.items():
+        status = scaler["status"]
+        assert status["currentReplicas"] == 60 and float(status["breakdown"]["guardSpread"]) > 0, status
+        assert forecast_uncertainty_named(status, scaler["spec"]) == (constraints[name] == GUARD), name
+        assert guard_held_at(status, scaler["spec"]) == (60 if constraints[name] == GUARD else None), name
+        assert status["recommendedReplicas"] == 60, status  # held by the guard, or by the window
+
+    decided = scalers["held"]["status"]["decidedBy"]
+    assert [hour["counts"] for hour in decided["hours"]][-1] == {GUARD: 1} and len(decided["hours"]) == 13
+    assert [(share["constraint"], share["share"]) for share in decided["shares"]] == [
+        (GUARD, "83.5616"),
+        (WINDOW, "16.4384"),
+    ]
+    note = "; ForecastUncertainty held 84% of the last day's decisions: status.advice says what a tuned spec saves"
+    assert condition(scalers["held"], "Ready")["message"].endswith(note)
+    released = scalers["released"]["status"]["decidedBy"]
+    assert released["shares"] == [{"constraint": WINDOW, "share": "100"}]
+    assert "held" not in condition(scalers["released"], "Ready")["message"]
