@@ -1,5 +1,5 @@
-"""``presage advise``: its flags; the run itself is :mod:`presage_scaler.tune.in_cluster_advisor`, imported once
-:func:`presage_scaler.backtest.extra.require` has passed."""
+"""``presage advise``: its flags; the run itself is :mod:`presage_scaler.tune.in_cluster_advisor`, imported only
+when advise runs. It needs the runtime dependencies alone (no pandas or plotly: the scaler's image runs it)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,13 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest import extra
-from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.cli.flag_types import parse_flag_duration, typed
 from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
 from presage_scaler.cli.trace_flags import add_memory_argument, add_split_arguments
 from presage_scaler.clients.kube import credentials as kube_config
 
 NAME = "advise"
-HELP = "tune every PredictiveScaler with spec.advice on its own history and write status.advice"
-ADVISE_IMAGE = "Dockerfile.scaler built with --build-arg EXTRAS='[backtest]'"
+HELP = "tune every advised PredictiveScaler (Shadow by default) on its own history and write status.advice"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 """Set by Kubernetes in each pod of an indexed Job: that pod's index, the default --shard."""
 DEFAULT_DEADLINE = timedelta(minutes=10)
@@ -34,10 +31,14 @@ SHARD_DIGITS = 9
 digits ``int`` converts."""
 
 DESCRIPTION = f"""\
-Advise every PredictiveScaler that asks for it (spec.advice): tune its policy on its own signal's
-history exactly as `presage tune --scaler` does, and write the spec to apply, the saving and the
-figures behind them into its status.advice, with an AdviceReady Event. The spec is never changed;
-a scaler without spec.advice is never read.
+Tune each advised PredictiveScaler's policy on its own signal's history exactly as `presage tune
+--scaler` does, and write the spec to apply, the saving and the figures behind them into its
+status.advice, with an AdviceReady Event. A scaler in Shadow is advised unless it sets
+spec.advice.enabled: false, with spec.advice's defaults when it sets none (every 24h, lookback 28d,
+serviceLevel 1%); a scaler in Enforce is advised only when it sets spec.advice. A Shadow scaler in the
+multi-signal form without spec.advice is skipped (one line saying why; not a failure). The spec is
+never changed here; nothing of a scaler that is not advised is read, and one whose ForecastBackend is
+not SeasonalNaive fails with the reason before its signal is read.
 
 Each scaler is advised when due: never advised, its spec changed since, its last attempt failed, or
 spec.advice.every passed since status.advice.time (a time that is unparsable, out of range or later
@@ -54,7 +55,7 @@ cancelled, and tuning stops at its next progress report (with --jobs above 1, on
 worker processes end). A scaler whose history is still too short to choose on and hold out a part
 gets the reason in status.advice.error too, but waits rather than fails: it is tried again at every
 run. The last line on stdout always counts what was done:
-"shard I of N: A advised, F failed, D not due, W waiting for history".
+"shard I of N: A advised, F failed, D not due, W waiting for history, S skipped".
 
 Exit status: 0 when every due scaler was advised (its status.advice written with a verdict) or waits
 for history; 1 when any scaler failed (the reason in its status.advice.error and on stdout, also when
@@ -107,7 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prometheus", metavar="URL", help="replace every scaler's query address (for a run outside the cluster)"
     )
     parser.add_argument(
-        "--list", action="store_true", help="print this shard's opted-in scalers and whether each is due; read nothing"
+        "--list",
+        action="store_true",
+        help="print this shard's advised scalers and whether each is due, and those skipped; read nothing",
     )
     add_kubeconfig_arguments(parser)
 
@@ -120,16 +123,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        extra.require()
-    except BacktestError as err:
-        print(f"presage advise: {err}; the advise image is {ADVISE_IMAGE}", file=sys.stderr)
-        return 2
-    try:
         config = kube_config.load(args.kubeconfig, args.context)
     except kube_config.KubeConfigError as err:
         print(f"presage advise: {err}", file=sys.stderr)
         return 2
-    # Imported only now: tuning reads traces with pandas, from the backtest extra.
+    # Imported only now: the tuning's modules are most of presage, and no other command needs them.
     from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advise_cluster
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

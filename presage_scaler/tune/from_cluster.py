@@ -11,6 +11,7 @@ from typing import Any
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.config import backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint, points_between
 from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import credentials as kube_config
@@ -21,6 +22,7 @@ from presage_scaler.clients.kube.secrets import Secrets
 from presage_scaler.clients.prometheus_connection import resolve_connection
 from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.knobs import require_tunable
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class LiveScaler:
     spec: dict[str, Any]
     """Its spec as stored (wire form)."""
     backend: dict[str, Any]
-    """The spec of the ForecastBackend it uses."""
+    """The spec of the ForecastBackend it is tuned with: the one it uses, unless another was given."""
     trace: Trace
     """Its signal over the lookback, at the signal's resolution."""
 
@@ -59,19 +61,24 @@ async def live_scaler(
     prometheus: str | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     jobs: int = 1,
+    backend: dict[str, Any] | None = None,
 ) -> LiveScaler:
-    """The PredictiveScaler object ``scaler`` as read from the cluster, with its ForecastBackend and its
-    signal over the ``lookback`` before ``now``. ``prometheus`` replaces the query's address.
+    """The PredictiveScaler object ``scaler`` as read from the cluster, with its ForecastBackend (or
+    ``backend``, a ForecastBackend spec to tune with instead) and its signal over the ``lookback`` before
+    ``now``. ``prometheus`` replaces the query's address.
 
-    A lookback whose points at the signal's resolution would take more than ``memory_budget`` bytes
-    to tune with ``jobs`` processes is refused (:class:`presage_scaler.backtest.memory.MemoryBudgetError`)
-    before anything is read."""
+    Refused before the signal is read: a backend the search cannot tune
+    (:func:`presage_scaler.tune.knobs.require_tunable`), and a lookback whose points at the signal's
+    resolution would take more than ``memory_budget`` bytes to tune with ``jobs`` processes
+    (:class:`presage_scaler.backtest.memory.MemoryBudgetError`)."""
     metadata = scaler.get("metadata") or {}
     name, namespace = metadata.get("name"), metadata.get("namespace")
     spec = parse(PredictiveScalerSpec, scaler.get("spec"), path="spec")
     if spec.signal is None or spec.signal.prometheus is None:
         raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
-    backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
+    if backend is None:
+        backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
+    require_tunable(backend_spec(backend))
     query = spec.signal.prometheus
     connection = await resolve_connection(query, Secrets(client).for_namespace(namespace) if namespace else None)
     resolution = spec.signal.resolution
@@ -103,6 +110,7 @@ async def read_live(
     prometheus: str | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     jobs: int = 1,
+    backend: dict[str, Any] | None = None,
 ) -> LiveScaler:
     """Read the PredictiveScaler ``namespace/name`` and what :func:`live_scaler` reads with it."""
     try:
@@ -112,5 +120,12 @@ async def read_live(
     async with KubeClient(config, user_agent="presage-tune") as client:
         scaler = await read_scaler(client, namespace or config.namespace, name)
         return await live_scaler(
-            client, scaler, lookback, now, prometheus=prometheus, memory_budget=memory_budget, jobs=jobs
+            client,
+            scaler,
+            lookback,
+            now,
+            prometheus=prometheus,
+            memory_budget=memory_budget,
+            jobs=jobs,
+            backend=backend,
         )

@@ -1,8 +1,13 @@
-"""``presage advise``: tune every PredictiveScaler that asks for advice (``spec.advice``) on its own
-history, as ``presage tune --scaler`` does, and write what to do into its ``status.advice``.
+"""``presage advise``: tune every PredictiveScaler that is advised on its own history, as ``presage
+tune --scaler`` does, and write what to do into its ``status.advice``. Which scalers are advised, and
+with which settings, is :mod:`presage_scaler.api.advice_scope`: every scaler in Shadow unless it sets
+``spec.advice.enabled: false`` (with ``spec.advice``'s defaults when it sets none), and a scaler in
+Enforce that sets ``spec.advice``. A Shadow scaler that cannot be advised by default (the multi-signal
+form) is skipped with the reason, which is not a failure; nothing of a scaler that is not advised or
+skipped is read, and a scaler whose ForecastBackend cannot be tuned fails before its signal is read.
 
 One run lists the scalers, keeps those of its shard (a key hash, so that the pods of an indexed Job
-split them with none advised twice or missed) that opted in and are due, and advises them one at a
+split them with none advised twice or missed) that are advised and due, and advises them one at a
 time. A scaler is due when it was never advised, when its spec changed since (``metadata.generation``),
 when its last attempt failed, or when ``spec.advice.every`` has passed since ``status.advice.time``; a
 time that cannot be trusted (missing, unparsable, without an offset, or later than now: a year-9999
@@ -29,24 +34,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from presage_scaler.api.advice_scope import Skipped, advice_settings
 from presage_scaler.api.kinds import API_VERSION, PREDICTIVE_SCALER
-from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.parse import SpecError
 from presage_scaler.api.predictive_scaler import AdviceSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.sharding import shard_of
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET
+from presage_scaler.backtest.runner import Progress
+from presage_scaler.backtest.trace import Trace
 from presage_scaler.clients.kube.client import ApiError, KubeClient, NotFound
 from presage_scaler.clients.kube.credentials import KubeConfig
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from presage_scaler.tune.advice_body import advice_status, failed_status
-from presage_scaler.tune.errors import HistoryTooShort, TuneError
+from presage_scaler.tune.errors import ERRORS, HistoryTooShort, TuneError
 from presage_scaler.tune.from_cluster import live_scaler
-from presage_scaler.tune.invocation import ERRORS
+from presage_scaler.tune.previous_advice import advise_after, previous_advice
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneSetup, tune
-from presage_scaler.tune.verdict import Advice, Verdict, advise
+from presage_scaler.tune.verdict import Advice, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +146,9 @@ class RunSummary:
     waiting: dict[str, str] = field(default_factory=dict)
     """Each scaler whose history is still too short to advise on, and how much it has (not a failure:
     it is attempted again at every run, and advised once it has recorded enough)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Each Shadow scaler that cannot be advised by default, and why (not a failure: nothing of it is
+    read; :mod:`presage_scaler.api.advice_scope`)."""
     listing_error: ApiError | None = None
     """Why listing the scalers stopped before its end (those listed before it are still advised)."""
 
@@ -145,7 +156,7 @@ class RunSummary:
         """The run's last line on stdout, printed whatever happened."""
         return (
             f"shard {shard} of {shards}: {len(self.advised)} advised, {len(self.failed)} failed, "
-            f"{len(self.not_due)} not due, {len(self.waiting)} waiting for history"
+            f"{len(self.not_due)} not due, {len(self.waiting)} waiting for history, {len(self.skipped)} skipped"
             + ("; listing failed" if self.listing_error is not None else "")
         )
 
@@ -157,10 +168,13 @@ class RunSummary:
 
 @dataclass
 class Listing:
-    """This shard's scalers that opted in, as far as the listing went."""
+    """This shard's scalers that are advised, as far as the listing went."""
 
     scalers: list[tuple[dict[str, Any], AdviceSpec | None]] = field(default_factory=list)
-    """Each kept as :func:`slim` keeps it, with its parsed ``spec.advice`` (None when it does not parse)."""
+    """Each kept as :func:`slim` keeps it, with the settings it is advised with (None when its
+    ``spec.advice`` does not parse)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Each Shadow scaler that cannot be advised by default, by ``namespace/name``, and why."""
     error: ApiError | None = None
     """Why the listing stopped before its last page; None when it read them all."""
 
@@ -185,9 +199,11 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def advice_spec(obj: dict[str, Any]) -> AdviceSpec | None:
-    """The scaler's ``spec.advice``, parsed; None when it did not opt in."""
-    raw = (obj.get("spec") or {}).get("advice")
-    return None if raw is None else parse(AdviceSpec, raw, path="spec.advice")
+    """The settings the scaler is advised with (:func:`~presage_scaler.api.advice_scope.advice_settings`);
+    None when it is not advised or skipped. Raises :class:`SpecError` when its ``spec.advice`` does not
+    parse."""
+    settings = advice_settings(obj.get("spec"))
+    return settings if isinstance(settings, AdviceSpec) else None
 
 
 def in_shard(obj: dict[str, Any], shard: int, shards: int) -> bool:
@@ -249,21 +265,25 @@ class Advisor:
         self._events = EventRecorder(client, host="presage-advise", min_spacing=timedelta(0))
 
     async def mine(self) -> Listing:
-        """This shard's scalers that opted in (advising one whose ``spec.advice`` does not parse fails
-        with the reason). Read a page at a time, so a run over thousands of scalers never holds more
-        than a page of whole objects; a page that cannot be read ends the listing with what it found."""
+        """This shard's scalers that are advised, and those skipped (advising one whose ``spec.advice``
+        does not parse fails with the reason). Read a page at a time, so a run over thousands of scalers
+        never holds more than a page of whole objects; a page that cannot be read ends the listing with
+        what it found."""
         listing = Listing()
         try:
             async for page in self._client.pages(PREDICTIVE_SCALERS, self._options.namespace):
                 for obj in page.get("items") or []:
-                    if (obj.get("spec") or {}).get("advice") is None:
-                        continue
                     if not in_shard(obj, self._options.shard, self._options.shards):
                         continue
                     try:
-                        listing.scalers.append((slim(obj), advice_spec(obj)))
+                        settings = advice_settings(obj.get("spec"))
                     except SpecError:
                         listing.scalers.append((slim(obj), None))
+                        continue
+                    if isinstance(settings, Skipped):
+                        listing.skipped[key(obj)] = settings.reason
+                    elif settings is not None:
+                        listing.scalers.append((slim(obj), settings))
         except ApiError as exc:
             listing.error = exc
         return listing
@@ -273,6 +293,7 @@ class Advisor:
         record each in ``summary`` as it goes (so that it holds what was done whatever stops the run)."""
         listing = await self.mine()
         summary.listing_error = listing.error
+        summary.skipped = listing.skipped
         for obj, spec in sorted(listing.scalers, key=lambda scaler: failed_before(scaler[0])):
             name = key(obj)
             if spec is not None and not due(obj, spec.every, self._clock()):
@@ -331,7 +352,7 @@ class Advisor:
 
     async def _advice(self, obj: dict[str, Any], now: datetime) -> tuple[dict[str, Any], str]:
         wanted = advice_spec(obj)
-        assert wanted is not None  # only opted-in scalers get here
+        assert wanted is not None  # only advised scalers get here
         deadline = Deadline.starting(self._options.deadline, self._monotonic)
         reading = asyncio.timeout(deadline.remaining())
         try:
@@ -349,21 +370,9 @@ class Advisor:
             if not reading.expired():
                 raise
             raise deadline.exceeded(READING) from None
-        setup = TuneSetup(
-            spec=live.spec,
-            overrides=Overrides(),
-            backend=backend_spec(live.backend),
-            slo=Slo(float(wanted.service_level.removesuffix("%"))),
-            warmup=self._options.warmup,
-            holdout=self._options.holdout,
-            jobs=max(1, self._options.jobs),
-            memory_budget=self._options.memory_budget,
+        return await asyncio.to_thread(
+            advice_from, live.trace, obj, live.backend, self._options, now, deadline.progress
         )
-        result = await asyncio.to_thread(tune, live.trace, setup, deadline.progress)
-        advice = advise(result)
-        generation = int(obj["metadata"].get("generation") or 0)
-        body = advice_status(result, advice, obj["spec"], wanted.service_level, generation, now)
-        return body, summary_line(advice, body)
 
     async def _write(self, obj: dict[str, Any], advice: dict[str, Any]) -> dict[str, Any]:
         metadata = obj["metadata"]
@@ -377,6 +386,38 @@ class Advisor:
         )
 
 
+def advice_from(
+    trace: Trace,
+    obj: dict[str, Any],
+    backend: dict[str, Any],
+    options: AdviseOptions,
+    now: datetime,
+    progress: Progress | None = None,
+) -> tuple[dict[str, Any], str]:
+    """What one advice writes into ``status.advice`` of the scaler ``obj`` (as stored, advised) from what it
+    read at ``now``: its signal's history ``trace`` and its ForecastBackend's spec ``backend``; and the
+    AdviceReady Event's message. The tuning, the verdict weighed against the previous advice, and the body:
+    everything after the reads, which ``benchmarks/bench_lifecycle.py`` calls as a run in the cluster does."""
+    wanted = advice_spec(obj)
+    assert wanted is not None  # only advised scalers get here
+    setup = TuneSetup(
+        spec=obj["spec"],
+        overrides=Overrides(),
+        backend=backend_spec(backend),
+        slo=Slo(float(wanted.service_level.removesuffix("%"))),
+        warmup=options.warmup,
+        holdout=options.holdout,
+        jobs=max(1, options.jobs),
+        memory_budget=options.memory_budget,
+    )
+    result = tune(trace, setup, progress)
+    before = _mapping(obj.get("status")).get("advice")
+    result, advice = advise_after(result, previous_advice(before, obj["spec"], backend))
+    generation = int(obj["metadata"].get("generation") or 0)
+    body = advice_status(result, advice, obj["spec"], wanted.service_level, generation, now, before)
+    return body, summary_line(advice, body)
+
+
 def _expected(exc: Exception) -> bool:
     """Whether ``exc`` is a failure with a reason a user can act on (no traceback is logged)."""
     return isinstance(exc, (*ERRORS, TuneError, ApiError, DeadlineExceeded))
@@ -388,9 +429,12 @@ def _reason(exc: Exception) -> str:
 
 
 def _print_listing(listing: Listing, clock: Callable[[], datetime]) -> int:
-    """``--list``: each scaler and whether it is due; 1 when the listing stopped before its end."""
+    """``--list``: each scaler advised and whether it is due, then each skipped and why; 1 when the
+    listing stopped before its end."""
     for obj, spec in listing.scalers:
         print(f"{key(obj)} {'due' if spec is None or due(obj, spec.every, clock()) else 'not due'}")
+    for name, reason in listing.skipped.items():
+        print(f"{name} skipped: {reason}")
     if listing.error is None:
         return 0
     print(f"presage advise: listing PredictiveScalers: {listing.error}", file=sys.stderr)
@@ -404,6 +448,8 @@ def _print_summary(summary: RunSummary, options: AdviseOptions) -> None:
         print(f"{name} failed: {reason}")
     for name, reason in summary.waiting.items():
         print(f"{name} waiting for history: {reason}")
+    for name, reason in summary.skipped.items():
+        print(f"{name} skipped: {reason}")
     if summary.listing_error is not None:
         print(f"presage advise: listing PredictiveScalers: {summary.listing_error}", file=sys.stderr)
     print(summary.line(options.shard, options.shards))

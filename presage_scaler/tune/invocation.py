@@ -14,39 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from presage_scaler.api.kinds import FORECAST_BACKEND, PREDICTIVE_SCALER
-from presage_scaler.api.parse import SpecError
-from presage_scaler.backends.base import BackendError
 from presage_scaler.backtest.config import backend_beside, backend_spec, load_document, load_object
-from presage_scaler.backtest.errors import BacktestError
 from presage_scaler.backtest.invocation import load_trace
 from presage_scaler.backtest.out_dir import check_out, writing_into
 from presage_scaler.backtest.progress import ProgressBar
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.clients.kube.scaler_lookup import CommandError
-from presage_scaler.clients.kube.secrets import SecretError
-from presage_scaler.clients.prometheus import PrometheusError
-from presage_scaler.engine.evaluator import EvaluationError
-from presage_scaler.engine.leadtime import HorizonError
-from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.errors import ERRORS, TuneError
 from presage_scaler.tune.from_cluster import read_live
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import StartingSpec, table, write_document, write_spec
 from presage_scaler.tune.report import write_report
 from presage_scaler.tune.request import HELD_OUT_FAILED, TuneRequest
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
-
-ERRORS = (
-    BacktestError,
-    SpecError,
-    HorizonError,
-    BackendError,
-    PrometheusError,
-    CommandError,
-    SecretError,
-    EvaluationError,
-    OSError,
-)
-"""What a run can fail with for a reason the user can act on: reported in one line, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +65,10 @@ def _start(request: TuneRequest) -> Start:
                 prometheus=trace.prometheus,
                 memory_budget=request.memory_budget,
                 jobs=max(1, request.jobs),
+                backend=backend,
             )
         )
-        return Start(live.trace, live.metadata, live.spec, backend or live.backend, stored=True)
+        return Start(live.trace, live.metadata, live.spec, live.backend, stored=True)
     loaded = load_trace(trace, request.memory_budget)
     if request.spec is None:
         return Start(loaded, {}, None, backend)

@@ -121,3 +121,13 @@ def knobs_of(spec: PredictiveScalerSpec, backend: ForecastBackendSpec) -> Knobs:
         max_scale_down_rate=policy.stabilization.max_scale_down_rate,
         forecaster=ForecasterKnobs(settings.season, settings.cycles, spec.signal.history),
     )
+
+
+def require_tunable(backend: ForecastBackendSpec) -> None:
+    """Refuse a backend the search cannot tune: it tunes SeasonalNaive's settings and scores each candidate
+    by SeasonalNaive's hindcasts. Checked before any history is read where the backend is known first
+    (:func:`presage_scaler.tune.from_cluster.live_scaler`)."""
+    if backend.type != "SeasonalNaive":
+        raise TuneError(
+            f"presage tune needs a backend that answers hindcasts (SeasonalNaive); a {backend.type} backend does not"
+        )

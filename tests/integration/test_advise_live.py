@@ -1,9 +1,11 @@
 """``presage advise`` against a real API server and a real, backfilled Prometheus: a Shadow scaler
 with ``spec.advice`` gets ``status.advice`` and one AdviceReady Event, and ``presage backtest --spec``
-on the advised spec reproduces the held-out figures stated; a scaler without ``spec.advice`` is never
-read; two shards of an indexed Job split a hundred scalers with none advised twice or missed; and
-hostile tenants beside a good one (a stored advice time in the year 9999, a Prometheus that answers
-every request just inside its timeout) neither stop the run nor keep the good one from its advice."""
+on the advised spec reproduces the held-out figures stated; a Shadow scaler without ``spec.advice`` is
+advised too, with the defaults; one that opts out (``spec.advice.enabled: false``) and one in Enforce
+without ``spec.advice`` are never read; two shards of an indexed Job split a hundred scalers with
+none advised twice or missed; and hostile tenants beside a good one (a stored advice time in the year
+9999, a Prometheus that answers every request just inside its timeout) neither stop the run nor keep
+the good one from its advice."""
 
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ DAYS = 16
 STEP = timedelta(minutes=5)
 WARMUP = "1d"
 ADVICE = {"serviceLevel": "1%", "lookback": f"{DAYS}d"}
+ADVICE_DEFAULTS = {"enabled": True, "every": "24h", "lookback": "28d", "serviceLevel": "1%", "proveFor": "7d",
+                   "apply": "Never"}  # fmt: skip
+"""spec.advice's defaults, as the API reference declares them: what the API server fills in."""
 
 
 def history() -> list[tuple[datetime, float]]:
@@ -96,9 +101,12 @@ def replay(plane, scaler: dict[str, Any], backend: dict[str, Any], samples, warm
     return json.loads((out / "backtest" / "summary.json").read_text())["presage"]
 
 
-async def test_a_scaler_that_asks_gets_advice_and_one_that_does_not_is_never_read(
+async def test_shadow_scalers_are_advised_and_those_not_advised_are_never_read(
     cluster, kube_namespace, backend_name, prometheus_factory, tmp_path: Path
 ) -> None:
+    """``web`` (Shadow, ``spec.advice`` set) and ``plain`` (Shadow, no ``spec.advice``) read the same
+    series and are advised alike; ``opted-out`` (Shadow, ``enabled: false``) and ``enforced`` (Enforce,
+    no ``spec.advice``) point at a Prometheus that refuses every request, and none is sent."""
     ns = kube_namespace
     samples = history()
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, samples))
@@ -110,15 +118,19 @@ async def test_a_scaler_that_asks_gets_advice_and_one_that_does_not_is_never_rea
 
     async with serving(record) as untouched:
         apply(cluster, scaler_object("web", prometheus.url, backend_name, advice=ADVICE), ns)
-        apply(cluster, scaler_object("quiet", untouched, backend_name), ns)
+        apply(cluster, scaler_object("plain", prometheus.url, backend_name), ns)
+        apply(cluster, scaler_object("opted-out", untouched, backend_name, advice={"enabled": False}), ns)
+        apply(cluster, scaler_object("enforced", untouched, backend_name, mode="Enforce"), ns)
         process = await asyncio.create_subprocess_exec(
             *advise_command(cluster, "-n", ns, "--warmup", WARMUP),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO,
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(process.communicate(), 600)
     assert process.returncode == 0, stderr.decode()
-    assert requests == []  # the scaler without spec.advice: its Prometheus was never asked
-    assert "quiet" not in stdout.decode()
+    assert requests == []  # the scalers not advised: their Prometheus was never asked
+    out = stdout.decode()
+    assert "opted-out" not in out and "enforced" not in out, out
+    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 0 failed, 0 not due, 0 waiting for history, 0 skipped"
 
     web_obj = get(cluster, "predictivescaler", "web", ns)
     advice = web_obj["status"]["advice"]
@@ -128,14 +140,15 @@ async def test_a_scaler_that_asks_gets_advice_and_one_that_does_not_is_never_rea
     history_used = advice["history"]
     assert parse_duration(history_used["heldOut"]) == timedelta(days=7), history_used
     assert parse_duration(history_used["inSample"]) >= timedelta(days=7), history_used
-    assert "quiet" not in json.dumps(get(cluster, "predictivescaler", "quiet", ns).get("status") or {})
+    for name in ("opted-out", "enforced"):
+        assert "advice" not in (get(cluster, "predictivescaler", name, ns).get("status") or {}), name
     # Its own field manager wrote status.advice and nothing else; the spec is as applied.
     shown = cluster.kubectl("get", "predictivescaler", "web", "-n", ns, "-o", "json", "--show-managed-fields")
     managers = {m["manager"]: m for m in json.loads(shown.stdout)["metadata"]["managedFields"]}
     assert list(managers[FIELD_MANAGER]["fieldsV1"]) == ["f:status"]
     # ("." is the status object itself, which no controller has written here.)
     assert set(managers[FIELD_MANAGER]["fieldsV1"]["f:status"]) - {"."} == {"f:advice"}
-    assert web_obj["spec"]["advice"] == {"every": "24h", **ADVICE}
+    assert web_obj["spec"]["advice"] == {**ADVICE_DEFAULTS, **ADVICE}
 
     ready = [e for e in events(cluster, ns, "web") if e["reason"] == ADVICE_READY]
     assert len(ready) == 1 and ready[0]["type"] == "Normal", ready
@@ -177,13 +190,28 @@ async def test_a_scaler_that_asks_gets_advice_and_one_that_does_not_is_never_rea
     assert format_decimal(replayed["cost_vs_oracle"]) == stated["costVsOracle"]
     assert format_decimal(replayed["replica_hours"]) == stated["replicaHours"]
 
+    # The Shadow scaler without spec.advice: advised with the defaults, its 28d lookback reading the
+    # same sixteen days (from the first sample); its spec stays without spec.advice. (Its figures may
+    # differ from web's by the step a 5m boundary passing between the two reads adds.)
+    plain_obj = get(cluster, "predictivescaler", "plain", ns)
+    assert "advice" not in plain_obj["spec"]
+    plain = plain_obj["status"]["advice"]
+    assert f"{ns}/plain Advised" in out, out
+    assert plain["verdict"] == "Advised" and plain["patch"] and "error" not in plain, plain
+    assert plain["serviceLevel"] == ADVICE_DEFAULTS["serviceLevel"]
+    assert plain["observedGeneration"] == plain_obj["metadata"]["generation"]
+    assert plain["history"]["start"] == advice["history"]["start"]
+    assert parse_duration(plain["history"]["heldOut"]) == timedelta(days=7), plain["history"]
+    assert [e["type"] for e in events(cluster, ns, "plain") if e["reason"] == ADVICE_READY] == ["Normal"]
+
     # Advised once: a second run finds nothing due, and writes and tells nothing.
     again = subprocess.run(advise_command(cluster, "-n", ns, "--warmup", WARMUP), capture_output=True, text=True,
                            timeout=300, cwd=REPO)  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert "0 advised, 0 failed, 1 not due" in again.stdout
-    assert get(cluster, "predictivescaler", "web", ns)["status"]["advice"]["time"] == advice["time"]
-    assert len([e for e in events(cluster, ns, "web") if e["reason"] == ADVICE_READY]) == 1
+    assert "0 advised, 0 failed, 2 not due" in again.stdout
+    for name, first in (("web", advice), ("plain", plain)):
+        assert get(cluster, "predictivescaler", name, ns)["status"]["advice"]["time"] == first["time"], name
+        assert len([e for e in events(cluster, ns, name) if e["reason"] == ADVICE_READY]) == 1, name
 
 
 def test_two_shards_split_a_hundred_scalers_none_twice_none_missed(
@@ -222,7 +250,7 @@ def test_two_shards_split_a_hundred_scalers_none_twice_none_missed(
         assert result.returncode == 0, result.stderr
         waiting.append({line.split()[0] for line in result.stdout.splitlines() if " waiting for history: " in line})
         assert result.stdout.splitlines()[-1] == (
-            f"shard {shard} of 2: 0 advised, 0 failed, 0 not due, {len(listed[shard])} waiting for history"
+            f"shard {shard} of 2: 0 advised, 0 failed, 0 not due, {len(listed[shard])} waiting for history, 0 skipped"
         )
     assert waiting == listed
     for name in names:
@@ -290,7 +318,7 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
         stdout, stderr = await asyncio.wait_for(process.communicate(), 600)
     out = stdout.decode()
     assert process.returncode == 1, (out, stderr.decode())
-    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 2 failed, 0 not due, 0 waiting for history", out
+    assert out.splitlines()[-1] == "shard 0 of 1: 2 advised, 2 failed, 0 not due, 0 waiting for history, 0 skipped", out
 
     # The huge lookback: refused with its estimate and the run's budget, before a request was sent.
     refusal = get(cluster, "predictivescaler", "huge", ns)["status"]["advice"]["error"]
