@@ -28,6 +28,7 @@ from presage_scaler.clients.kube.client import JSON, KubeClient
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.secrets import Secrets
 from presage_scaler.clients.prometheus import PrometheusClientPool, PrometheusError
+from presage_scaler.controller.advice_apply import AdviceApplier, counted
 from presage_scaler.controller.advice_saving import advice_saving
 from presage_scaler.controller.condition_updates import (
     CONSUMED,
@@ -56,7 +57,7 @@ from presage_scaler.engine.evaluator import EvaluationError, Recommendation, eva
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.past_forecasts import CalibrationState
 from presage_scaler.engine.policy import PolicyState
-from presage_scaler.engine.shadow import ShadowLedger
+from presage_scaler.engine.shadow import Score, ShadowLedger
 from presage_scaler.observability.metrics import ScalerMetrics
 from presage_scaler.serving.store import RecommendationStore
 
@@ -162,6 +163,8 @@ class _Outcome:
     recommendation: Recommendation | None = None
     failure: Failure | None = None
     shadow: ShadowLedger | None = None
+    scores: list[Score] = field(default_factory=list)
+    """What the shadow ledger scored at this evaluation (an apply's watch counts them)."""
     decided_by: DecidedByLedger | None = None
     duration: float = 0.0
     conditions: list[ConditionUpdate] = field(default_factory=list)
@@ -202,6 +205,7 @@ class ScalerReconciler:
         self._events = events
         self._metrics = metrics
         self._writer = writer
+        self._advice = AdviceApplier(client, writer, events, clock)
         self._targets = TargetReader(client, replicas)
         self._secrets = Secrets(client)
         self._clock = clock
@@ -217,6 +221,9 @@ class ScalerReconciler:
         outcome = await self._evaluate(entry)
         self._record(outcome)
         await self._write(entry, outcome)
+        if outcome.spec is not None:  # spec.advice.apply: WhenProven, from the status just written or held
+            previous = outcome.status.last_forecast
+            await self._advice.act(entry, outcome.spec, previous.generated_at if previous else None)
         return outcome.interval.total_seconds()
 
     async def _evaluate(self, entry: ScalerEntry) -> _Outcome:
@@ -258,7 +265,7 @@ class ScalerReconciler:
         outcome.duration = time.perf_counter() - started
         if outcome.recommendation is not None:
             outcome.shadow = ShadowLedger.from_status(status.shadow)
-            outcome.shadow.observe(outcome.recommendation, spec.policy)
+            outcome.scores = outcome.shadow.observe(outcome.recommendation, spec.policy)
             outcome.decided_by = DecidedByLedger.from_status(status.decided_by)
             outcome.decided_by.observe(outcome.recommendation.decision.constraint, outcome.now)
             adjustments = spec_adjustments(spec, outcome.recommendation.lead_time, backend.max_horizon)
@@ -316,10 +323,12 @@ class ScalerReconciler:
 
         def patch_of(base: PredictiveScalerStatus) -> JSON:
             served_at = base.last_forecast.generated_at if base.last_forecast else None
-            return {
+            patched = {
                 **self._status_patch(base, served_at, outcome),
                 "adviceSaving": advice_saving(base.advice, entry.spec_json()),
             }
+            counts = counted(base.advice, outcome.scores, outcome.spec, outcome.generation, outcome.now)
+            return patched if counts is None else {**patched, "advice": {**patched.get("advice", {}), **counts}}
 
         fields = patch_of(status)
         if outcome.recommendation is not None:
