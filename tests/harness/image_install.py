@@ -38,33 +38,13 @@ def _site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def build_args(dockerfile: Path) -> dict[str, str]:
-    """The build stage's ``ARG NAME="default"`` lines: name → default."""
-    found: dict[str, str] = {}
-    stages = 0
-    for line in dockerfile.read_text().splitlines():
-        keyword, _, rest = line.strip().partition(" ")
-        stages += keyword == "FROM"
-        if keyword == "ARG" and stages == 1:
-            name, _, default = rest.partition("=")
-            found[name] = shlex.split(default)[0] if default.strip() else ""
-    return found
-
-
-def install_image(
-    dockerfile: Path, root: Path, *, dependencies_of: Path | None = None, extras: str | None = None
-) -> Path:
-    """Install what ``dockerfile`` copies into the venv ``root/venv``; return the venv's ``bin``.
+def install_image(dockerfile: Path, root: Path, *, dependencies_of: Path | None = None) -> Path:
+    """Install what ``dockerfile`` copies into the venv ``root/venv``, as its ``pip install .`` does (no
+    extras); return the venv's ``bin``.
 
     ``dependencies_of`` is another environment's python whose packages the new venv sees through
     a ``.pth`` file: pip still checks every requirement but downloads none it finds there.
-    ``extras`` is the value of the Dockerfile's ``EXTRAS`` build argument (``[backtest]``); None:
-    its default.
     """
-    if extras is None:
-        extras = build_args(dockerfile).get("EXTRAS", "")
-    elif "EXTRAS" not in build_args(dockerfile):
-        raise ValueError(f"{dockerfile} takes no EXTRAS build argument")
     src = root / "src"
     src.mkdir()
     for sources, destination in dockerfile_copies(dockerfile):
@@ -80,7 +60,7 @@ def install_image(
     if dependencies_of is not None:
         (_site_packages(python) / "dependencies.pth").write_text(f"{_site_packages(dependencies_of)}\n")
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"{src}{extras}"],
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(src)],
         check=True,
         cwd=root,
     )

@@ -1,4 +1,6 @@
-"""The scaler image's install steps, mirrored in a fresh virtual environment (no Docker here)."""
+"""The scaler image's install steps, mirrored in a fresh virtual environment (no Docker here): a base
+``pip install .`` without extras, which runs every command the image runs, ``presage advise`` included,
+without pandas or plotly."""
 
 from __future__ import annotations
 
@@ -9,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.image_install import build_args, image_runtime, imported_from, install_image
+from presage_scaler.backtest.extra import PACKAGES
+from presage_scaler.tune.in_cluster_advisor import ADVICE_READY
+from tests.harness.image_install import image_runtime, imported_from, install_image
+from tests.harness.presage_cluster import apply, get
+from tests.harness.prometheus import Series
+from tests.integration.test_advise_live import events, history, scaler_object
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile.scaler"
@@ -114,38 +121,56 @@ def test_backtest_without_the_extra_says_how_to_install_it(installed, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
 
 
-def test_advise_without_the_extra_says_which_image_to_use(installed, tmp_path):
-    """`presage advise` tunes with pandas: in the scaler image it says so in one line, before reading
-    anything."""
-    result = subprocess.run(
-        [installed / "presage", "advise", "--kubeconfig", str(tmp_path / "none")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert result.stderr.startswith("presage advise: pandas and plotly are not installed"), result.stderr
-    assert "--build-arg EXTRAS='[backtest]'" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+ADVISE_PATH = (
+    "presage_scaler.cli.main",
+    "presage_scaler.cli.advise",
+    "presage_scaler.tune.in_cluster_advisor",
+    "presage_scaler.api.advice_scope",
+    "presage_scaler.tune.from_cluster",
+    "presage_scaler.tune.tuner",
+    "presage_scaler.tune.advice_body",
+)
+"""What ``presage advise`` runs in the cluster: the command, the advisor and what it reads, tunes and writes
+with (each imports the rest of the path)."""
 
 
-def test_the_advise_image_carries_what_presage_advise_needs(tmp_path):
-    """Built with --build-arg EXTRAS='[backtest]' (the chart's advise image): every module imports,
-    and `presage advise` gets as far as the cluster's credentials."""
-    assert build_args(DOCKERFILE) == {"EXTRAS": ""}
-    (tmp_path / "advise").mkdir()
-    advise = install_image(DOCKERFILE, tmp_path / "advise", dependencies_of=Path(sys.executable), extras="[backtest]")
-    imports = subprocess.run(
-        [advise / "python", "-c", "import presage_scaler.tune.in_cluster_advisor, presage_scaler.backtest.report"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd="/",
+def test_the_in_cluster_advise_path_imports_without_pandas_or_plotly(installed):
+    """The base install has neither package (not even importable), and importing every module of the
+    advise path, and everything those import, loads neither."""
+    program = (
+        "import importlib, importlib.util, sys\n"
+        f"packages = {list(PACKAGES)!r}\n"
+        "print([name for name in packages if importlib.util.find_spec(name) is not None])\n"
+        f"for module in {list(ADVISE_PATH)!r}: importlib.import_module(module)\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] in packages))\n"
+        "print(len([name for name in sys.modules if name.startswith('presage_scaler.')]))"
     )
-    assert imports.returncode == 0, imports.stderr
-    missing = tmp_path / "none"
+    result = subprocess.run([installed / "python", "-c", program], capture_output=True, text=True, check=False, cwd="/")
+    assert result.returncode == 0, result.stderr
+    importable, loaded, ours = result.stdout.splitlines()
+    assert (importable, loaded) == ("[]", "[]")
+    assert int(ours) > 40  # the path really is most of presage
+
+
+def test_the_installed_advise_advises_a_shadow_scaler_on_a_real_cluster(
+    installed, cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """The base install's ``presage advise``, as the chart's CronJob runs it (the image's entrypoint and
+    environment), advises a Shadow scaler without ``spec.advice`` from a real Prometheus and writes its
+    ``status.advice`` and AdviceReady Event through a real API server."""
+    ns = kube_namespace
+    prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
+    scaler = scaler_object("web", prometheus.url, backend_name)
+    assert "advice" not in scaler["spec"]
+    apply(cluster, scaler, ns)
+    runtime = image_runtime(DOCKERFILE)
     result = subprocess.run(
-        [advise / "presage", "advise", "--kubeconfig", str(missing)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 2 and str(missing) in result.stderr, result.stderr
-    assert "not installed" not in result.stderr
+        runtime.command(installed, "advise", "-n", ns, "--warmup", "1d", "--kubeconfig", str(cluster.kubeconfig)),
+        env=runtime.environment(installed), capture_output=True, text=True, check=False, timeout=600, cwd="/",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    last = "shard 0 of 1: 1 advised, 0 failed, 0 not due, 0 waiting for history, 0 skipped"
+    assert result.stdout.splitlines()[-1] == last, result.stdout
+    advice = get(cluster, "predictivescaler", "web", ns)["status"]["advice"]
+    assert advice["verdict"] == "Advised" and "error" not in advice, advice
+    assert [e["type"] for e in events(cluster, ns, "web") if e["reason"] == ADVICE_READY] == ["Normal"]
