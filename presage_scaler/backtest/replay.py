@@ -182,7 +182,9 @@ class DecisionFeed:
     ``signal`` is the trace at the signal's resolution, ``ratio`` trace steps per signal point.
     ``levels`` are quantile levels to forecast and calibrate besides the spec's targetQuantile and
     scaleDownQuantile: a level's numbers do not depend on which others are asked for, so one feed can
-    size policies with different targetQuantiles (``presage tune``).
+    size policies with different targetQuantiles (``presage tune``). ``chunk_size`` sets how many
+    decisions a chunk holds, at most :func:`decisions_per_chunk`'s (None: that many): a caller that
+    forecasts a run of decisions in pieces gives each piece chunks it can make again alike.
     """
 
     spec: PredictiveScalerSpec
@@ -194,6 +196,7 @@ class DecisionFeed:
     lead: LeadTime
     decisions: range
     levels: tuple[float, ...] = ()
+    chunk_size: int | None = None
     window: int = field(init=False)
     """Signal points in the sizing window."""
     _pending: deque[tuple[int, SignalData, Forecast, Sizing | None]] = field(
@@ -211,9 +214,10 @@ class DecisionFeed:
         self._points = history_points(self.signal_spec, self.backend)
         self.window = sizing_window(self.spec, self.lead.value, self.signal_spec)
         self._levels = quantile_levels(self.spec, self.levels)
-        self._chunk_size = decisions_per_chunk(
-            self.spec, self.signal_spec, self.lead.value, self.backend.max_horizon, self.levels
-        )
+        most = decisions_per_chunk(self.spec, self.signal_spec, self.lead.value, self.backend.max_horizon, self.levels)
+        if self.chunk_size is not None and not 1 <= self.chunk_size <= most:
+            raise ValueError(f"a chunk holds 1 to {most} decisions here, not {self.chunk_size}")
+        self._chunk_size = most if self.chunk_size is None else self.chunk_size
 
     def _span(self, step: int) -> tuple[int, int]:
         """The signal points a decision at trace step ``step`` sees: ``[begin, end)``."""

@@ -9,8 +9,10 @@ import logging
 import os
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from presage_scaler.api.quantities import format_duration
+from presage_scaler.backtest.memory import parse_size
 from presage_scaler.cli.flag_types import parse_flag_duration, typed
 from presage_scaler.cli.kube_flags import add_kubeconfig_arguments
 from presage_scaler.cli.trace_flags import add_memory_argument, add_split_arguments
@@ -20,6 +22,8 @@ NAME = "advise"
 HELP = "tune every advised PredictiveScaler (Shadow by default) on its own history and write status.advice"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 """Set by Kubernetes in each pod of an indexed Job: that pod's index, the default --shard."""
+DEFAULT_CACHE_SIZE = "2Gi"
+"""--cache-size by default: about 130 scalers at 28 days of one-minute history (docs/operations.md)."""
 DEFAULT_DEADLINE = timedelta(minutes=10)
 """One advice's total time by default (``--deadline``): about ten times what one advice at the
 default lookback costs (28d at one-minute resolution: four range requests, and the tuning that
@@ -108,6 +112,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prometheus", metavar="URL", help="replace every scaler's query address (for a run outside the cluster)"
     )
     parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep each scaler's forecasts here for its next advice, which forecasts only the days that changed "
+        "(a directory that outlives the run, e.g. a PersistentVolumeClaim; default: none, every advice forecasts "
+        "all of its lookback)",
+    )
+    parser.add_argument(
+        "--cache-size",
+        type=typed(parse_size),
+        default=parse_size(DEFAULT_CACHE_SIZE),
+        help=f"most bytes the --cache-dir files take; the least recently advised scalers' go first "
+        f"(default: {DEFAULT_CACHE_SIZE})",
+    )
+    parser.add_argument(
         "--list",
         action="store_true",
         help="print this shard's advised scalers and whether each is due, and those skipped; read nothing",
@@ -128,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"presage advise: {err}", file=sys.stderr)
         return 2
     # Imported only now: the tuning's modules are most of presage, and no other command needs them.
+    from presage_scaler.tune.forecast_cache import ForecastCache
     from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advise_cluster
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -141,5 +161,6 @@ def run(args: argparse.Namespace) -> int:
         prometheus=args.prometheus,
         deadline=args.deadline,
         memory_budget=args.memory_budget,
+        cache=None if args.cache_dir is None else ForecastCache(args.cache_dir, args.cache_size),
     )
     return asyncio.run(advise_cluster(config, options, listing_only=args.list, clock=lambda: datetime.now(UTC)))

@@ -64,15 +64,20 @@ def forecast(
     levels: Sequence[float],
     skip: int = 0,
     on_progress: Callable[[int], None] | None = None,
+    *,
+    decisions: range | None = None,
+    chunk: int | None = None,
 ) -> Forecasts:
-    """Forecast and calibrate the decisions of ``plan``'s schedule from the ``skip``-th on, at
-    :func:`levels_for` ``levels``.
+    """Forecast and calibrate the decisions of ``plan``'s schedule from the ``skip``-th on (or
+    ``decisions``, steps of that schedule), at :func:`levels_for` ``levels``, ``chunk`` decisions
+    a chunk (:class:`DecisionFeed`'s ``chunk_size``).
 
     Only a backend that answers hindcasts is calibrated without state (SeasonalNaive); any other
     would make the sizing depend on the order of replays, and is refused.
     """
     ordered = levels_for(plan, levels)
-    decisions = plan.schedule.decisions(len(plan.trace))[skip:]
+    if decisions is None:
+        decisions = plan.schedule.decisions(len(plan.trace))[skip:]
     windows, bands = np.empty((len(decisions), len(ordered))), np.empty((len(decisions), len(ordered)))
     with asyncio.Runner() as loop:
         feed = DecisionFeed(
@@ -85,17 +90,18 @@ def forecast(
             lead=plan.lead,
             decisions=decisions,
             levels=tuple(levels),
+            chunk_size=chunk,
         )
         done = 0
-        for chunk in feed.calibrated():
-            if chunk is None:
+        for calibrated in feed.calibrated():
+            if calibrated is None:
                 backend = plan.backend.identity.backend
                 raise TuneError(
                     f"presage tune needs a backend that answers hindcasts (SeasonalNaive); {backend} does not"
                 )
-            columns = [chunk.levels.index(level) for level in ordered]
-            made = slice(done, done + len(chunk.quantiles))
-            windows[made], bands[made] = chunk.quantiles[:, columns], chunk.bands[:, columns]
+            columns = [calibrated.levels.index(level) for level in ordered]
+            made = slice(done, done + len(calibrated.quantiles))
+            windows[made], bands[made] = calibrated.quantiles[:, columns], calibrated.bands[:, columns]
             done = made.stop
             if on_progress is not None:
                 on_progress(done)

@@ -16,6 +16,12 @@ same confidence is its choice, and that is reported held out beside presage's.
 The forecaster settings besides the starting one are forecast in worker processes while this one
 forecasts the starting one (``jobs``); with one job everything runs in this process, with the same
 result.
+
+Given a :class:`~presage_scaler.tune.forecast_cache.ForecastStore`, each pass is forecast in chunks
+along the clock's days (:mod:`presage_scaler.tune.chunk_reuse`): the chunks the store holds (an
+earlier run's, or another pass's of this run) are taken, the rest are forecast and put there. The
+figures are those of a run with an empty store, whatever the store held; they may differ from a run
+without a store in the last digits, as its chunks are cut elsewhere.
 """
 
 from __future__ import annotations
@@ -43,8 +49,10 @@ from presage_scaler.backtest.scoring import measure as measure_simulation
 from presage_scaler.backtest.scoring import shortfall
 from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.tune.errors import TuneError
-from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of
+from presage_scaler.tune.chunk_reuse import ChunkedPass
+from presage_scaler.tune.days import Days
+from presage_scaler.tune.forecast_cache import ForecastStore
+from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of, require_tunable
 from presage_scaler.tune.measure import Part, Served, measure
 from presage_scaler.tune.prepared import Forecasts, forecast, points_read, shared_decisions
 from presage_scaler.tune.replay import Decisions, in_force, ready, replay
@@ -269,6 +277,23 @@ def _forecast_elsewhere(
     return forecast(plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup)), levels, skip)
 
 
+def _forecast_runs_elsewhere(
+    trace: Trace,
+    spec_wire: dict[str, Any],
+    backend_wire: dict[str, Any],
+    boot_delay: timedelta | None,
+    warmup: timedelta,
+    levels: Sequence[float],
+    runs: Sequence[tuple[int, int, int]],
+    size: int,
+) -> list[Forecasts]:
+    """:meth:`ChunkedPass.forecast` of each of ``runs`` (``range`` arguments) in a worker process."""
+    spec = parse(PredictiveScalerSpec, spec_wire, path="spec")
+    backend = parse(ForecastBackendSpec, backend_wire, path="spec")
+    the_plan = plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup))
+    return [forecast(the_plan, levels, decisions=range(*run), chunk=size) for run in runs]
+
+
 def _plain(span: timedelta) -> timedelta:
     """A duration as a plain ``timedelta``, which pickles (the API's exact durations do not)."""
     return timedelta(span.days, span.seconds, span.microseconds)
@@ -351,15 +376,77 @@ def _forecast(
     return made
 
 
-def _reporter(progress: Progress, label: str, total: int) -> Callable[[int], None]:
-    return lambda done: progress(f"forecasting {label}", done, total)
+def _forecast_stored(
+    trace: Trace,
+    setup: TuneSetup,
+    passes: Sequence[_Pass],
+    levels: Sequence[float],
+    days: Days,
+    store: ForecastStore,
+    progress: Progress | None,
+) -> dict[ForecasterKnobs, Forecasts]:
+    """Every pass's forecasts, chunk by chunk, taking what ``store`` holds and putting what is made there;
+    the first pass's missing chunks in this process, the others' in ``setup.jobs - 1`` workers."""
+    chunked = [ChunkedPass.of(each.plan, each.forecaster.backend_wire(), levels, days) for each in passes]
+    pending: dict[int, tuple[list[range], Future[list[Forecasts]]]] = {}
+    workers = min(len(passes) - 1, setup.jobs - 1)
+    with contextlib.ExitStack() as stack:
+        if workers > 0:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            stack.callback(pool.shutdown, cancel_futures=True)
+            plain = replace(trace, step=_plain(trace.step))
+            boot_delay = None if setup.boot_delay is None else _plain(setup.boot_delay)
+            for index in range(1, len(passes)):
+                if runs := chunked[index].missing(store):
+                    pending[index] = (
+                        runs,
+                        pool.submit(
+                            _forecast_runs_elsewhere,
+                            plain,
+                            passes[index].spec_wire,
+                            passes[index].forecaster.backend_wire(),
+                            boot_delay,
+                            _plain(setup.warmup),
+                            tuple(levels),
+                            [(run.start, run.stop, run.step) for run in runs],
+                            chunked[index].size,
+                        ),
+                    )
+        made: dict[ForecasterKnobs, Forecasts] = {}
+        for index, (each, cut) in enumerate(zip(passes, chunked, strict=True)):
+            if index in pending:
+                runs, future = pending.pop(index)
+                numbers = future.result()
+            else:
+                runs = cut.missing(store)  # after the passes before put theirs: a shared chunk is made once
+                numbers = _forecast_runs(cut, runs, progress, each.forecaster.label)
+            for run, found in zip(runs, numbers, strict=True):
+                cut.fill(store, run, found)
+            made[each.forecaster] = cut.assemble(store)
+    return made
+
+
+def _forecast_runs(cut: ChunkedPass, runs: Sequence[range], progress: Progress | None, label: str) -> list[Forecasts]:
+    """``runs`` of ``cut`` forecast here, reporting them as one."""
+    total, done, found = sum(len(run) for run in runs), 0, []
+    for run in runs:
+        report = None if progress is None else _reporter(progress, label, total, done)
+        found.append(cut.forecast(run, report))
+        done += len(run)
+    return found
+
+
+def _reporter(progress: Progress, label: str, total: int, before: int = 0) -> Callable[[int], None]:
+    return lambda done: progress(f"forecasting {label}", before + done, total)
 
 
 def _prefix(trace: Trace, steps: int) -> Trace:
     return replace(trace, values=trace.values[:steps], gaps=trace.gaps[:steps])
 
 
-def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> TuneResult:
+def tune(
+    trace: Trace, setup: TuneSetup, progress: Progress | None = None, store: ForecastStore | None = None
+) -> TuneResult:
     """Replay every candidate of the space (:mod:`presage_scaler.tune.space`), choose one from their
     in-sample figures (:func:`presage_scaler.tune.search.choose`), and report every candidate on both
     parts. One call tunes one scaler, from its trace and starting spec; :func:`presage_scaler.tune.verdict.advise`
@@ -367,12 +454,11 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
 
     Nothing in-sample is derived from the held-out part: the starting spec's defaults that come from
     the trace (maxReplicas) and the oracle the in-sample cost is measured against see only the trace
-    before it."""
-    if setup.backend.type != "SeasonalNaive":  # the search tunes SeasonalNaive's settings, scored by its hindcasts
-        raise TuneError(
-            f"presage tune needs a backend that answers hindcasts (SeasonalNaive); a {setup.backend.type} "
-            "backend does not"
-        )
+    before it.
+
+    ``store``: forecasts to take where they are the ones this run makes, and where those it makes go
+    (module docstring); ignored for a trace whose steps are off the clock's grid."""
+    require_tunable(setup.backend)
     began = time.perf_counter()
     # Where the warm-up ends depends on the spec's resolution, not on anything the trace sets.
     provisional = scaler_spec(trace, setup.spec, setup.overrides)
@@ -399,7 +485,10 @@ def tune(trace: Trace, setup: TuneSetup, progress: Progress | None = None) -> Tu
     replayed = len(candidates) + len(utilizations)
     Footprint(len(trace), trace.step, setup.jobs, decided, replayed).check(setup.memory_budget)
     passes = _passes(trace, setup, start, base_wire, space.forecasters, space.dial)
-    forecasts = _forecast(trace, setup, passes, space.dial, progress)
+    if store is not None and (days := Days.of(trace)) is not None:
+        forecasts = _forecast_stored(trace, setup, passes, space.dial, days, store, progress)
+    else:
+        forecasts = _forecast(trace, setup, passes, space.dial, progress)
     seconds = {"forecasting": time.perf_counter() - began}
 
     replaying = time.perf_counter()
