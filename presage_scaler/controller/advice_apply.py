@@ -61,6 +61,8 @@ from presage_scaler.engine.shadow import Score
 log = logging.getLogger(__name__)
 
 WHEN_PROVEN = "WhenProven"
+INVALID = 422
+"""The API server's answer to a patch its schema refuses: said in an Event, since trying again cannot help."""
 FIELD_MANAGER = "presage-advice"
 ADVISED_FIELDS = (
     ("policy", "targetQuantile"),
@@ -344,7 +346,15 @@ class AdviceApplier:
                 f"docs/security.md): {exc.message}"[:1024],
             )
         except ApiError as exc:
-            log.warning("advice %s failed scaler=%s/%s error=%s", what, *key, exc)
+            if exc.status != INVALID:
+                log.warning("advice %s failed scaler=%s/%s error=%s", what, *key, exc)
+                return None
+            await self._events.record(
+                obj,
+                "Warning",
+                Reason.ADVICE_NOT_APPLIED,
+                f"the API server refused the patch to {what} the advice: {exc.message}"[:1024],
+            )
         return None
 
     async def _backend_ready(self, backend: AdvisedBackend) -> str | None:

@@ -11,11 +11,13 @@ simulated clock over history backfilled into Prometheus, one evaluation a minute
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler_status import AdviceApplied
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.app import ControllerOptions, running
+from presage_scaler.controller.app import ControllerOptions, RunningController, running
 from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.predictive_scaler_controller import ScalerController
 from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
@@ -65,17 +67,17 @@ def history() -> list[tuple[datetime, float]]:
     return [(first + timedelta(minutes=i), demand(first + timedelta(minutes=i))) for i in range(minutes + 1)]
 
 
-def advice(patch: str, generation: int, backend: str, verdict: str = "Proven") -> dict[str, Any]:
-    """``status.advice`` as presage advise writes it and the live record turns it: the changes, the patch,
-    the backend it names, for the spec at ``generation``."""
-    return {
+def advice(patch: str, generation: int, backend: str | None, verdict: str = "Proven") -> dict[str, Any]:
+    """``status.advice`` as presage advise writes it and the live record turns it: the patch and the
+    SeasonalNaive ``backend`` it names (None: none), for the spec at ``generation``."""
+    made = {
         "verdict": verdict,
         "patch": patch,
         "observedGeneration": generation,
         "serviceLevel": "1%",
-        "forecastBackend": {"name": backend, "season": "1h", "cycles": 1},
         "message": f"{verdict}: test advice",
     }
+    return made if backend is None else {**made, "forecastBackend": {"name": backend, "season": "1h", "cycles": 1}}
 
 
 def set_advice(cluster, name: str, namespace: str, fields: dict[str, Any]) -> None:
@@ -140,35 +142,15 @@ class SimulatedEvaluations:
         return obj
 
 
-async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
-    cluster, kube_namespace, backend_name, prometheus_factory
-) -> None:
-    ns = kube_namespace
-    prom = prometheus_factory(Series("app_demand", {"job": "web"}, history()))
+@contextlib.asynccontextmanager
+async def simulated_controller(
+    cluster, now: list[datetime]
+) -> AsyncIterator[tuple[RunningController, ScalerController]]:
+    """A controller of our own on the simulated clock ``now[0]``, with the ServiceAccount token of
+    ``manifests/``: the running controller watches no scaler (another namespace) and lends ours its client
+    and its ForecastBackend cache."""
     cluster.kubectl("apply", "-k", str(REPO / "manifests"))
     kubeconfig = cluster.kubeconfig_for_token(cluster.service_account_token("presage-system", "presage-scaler"))
-    advised_backend = unique("seasonal-naive-1h-x1")
-    patch = json.dumps(
-        {"spec": {"policy": {"targetQuantile": "0.8", "headroom": "5%"}, "forecast": {"backendRef": advised_backend}}}
-    )
-    apply(cluster, deployment("web", 5), ns)
-    scaler = predictive_scaler(
-        "web",
-        "web",
-        prom.url,
-        "app_demand",
-        backend_name,
-        mode="Enforce",
-        interval="1m",
-        capacity={"perReplica": CAPACITY},
-        advice={"apply": "WhenProven", "every": "1h", "serviceLevel": "1%"},
-    )
-    apply(cluster, scaler, ns)
-    before = get(cluster, "predictivescaler", "web", ns)
-    set_advice(cluster, "web", ns, advice(patch, before["metadata"]["generation"], advised_backend))
-
-    # The running controller watches no scaler (another namespace): it lends its client, with the
-    # ServiceAccount's token, and its ForecastBackend cache to ours, which runs on the simulated clock.
     options = ControllerOptions(
         kubeconfig=kubeconfig,
         namespaces=(unique("elsewhere"),),
@@ -178,20 +160,62 @@ async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
         leader_elect=False,
         probe_period=1.0,
     )
-    now = [START]
     prometheus = PrometheusClientPool()
     try:
         async with running(options) as app:
-            controller = ScalerController(
-                app.client,
-                RecommendationStore(),
-                app.backends,
-                prometheus,
-                EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
-                ScalerMetrics(),
-                clock=lambda: now[0],
-                staleness=WRITES_EVERY_EVALUATION,
+            yield (
+                app,
+                ScalerController(
+                    app.client,
+                    RecommendationStore(),
+                    app.backends,
+                    prometheus,
+                    EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+                    ScalerMetrics(),
+                    clock=lambda: now[0],
+                    staleness=WRITES_EVERY_EVALUATION,
+                ),
             )
+    finally:
+        await prometheus.aclose()
+
+
+def advised_scaler(
+    cluster, namespace: str, prometheus_url: str, backend: str, patch: str, advised: str
+) -> dict[str, Any]:
+    """Scaler "web" in Enforce with ``apply: WhenProven``, whose advice ``patch`` (naming the backend
+    ``advised``, or none) is Proven; the scaler as stored before anything is applied."""
+    apply(cluster, deployment("web", 5), namespace)
+    scaler = predictive_scaler(
+        "web",
+        "web",
+        prometheus_url,
+        "app_demand",
+        backend,
+        mode="Enforce",
+        interval="1m",
+        capacity={"perReplica": CAPACITY},
+        advice={"apply": "WhenProven", "every": "1h", "serviceLevel": "1%"},
+    )
+    apply(cluster, scaler, namespace)
+    before = get(cluster, "predictivescaler", "web", namespace)
+    set_advice(cluster, "web", namespace, advice(patch, before["metadata"]["generation"], advised))
+    return before
+
+
+async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    ns = kube_namespace
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, history()))
+    advised_backend = unique("seasonal-naive-1h-x1")
+    patch = json.dumps(
+        {"spec": {"policy": {"targetQuantile": "0.8", "headroom": "5%"}, "forecast": {"backendRef": advised_backend}}}
+    )
+    before = advised_scaler(cluster, ns, prom.url, backend_name, patch, advised_backend)
+    now = [START]
+    try:
+        async with simulated_controller(cluster, now) as (app, controller):
             await usable(app.backends, backend_name)
             scaler_runs = SimulatedEvaluations(controller, cluster, "web", ns)
 
@@ -257,8 +281,27 @@ async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
             assert obj["spec"] == before["spec"]
             assert len(events(cluster, ns, "AdviceApplied")) == 1
     finally:
-        await prometheus.aclose()
         cluster.kubectl("delete", "forecastbackend", advised_backend, "--ignore-not-found", check=False)
+
+
+async def test_a_patch_the_api_server_refuses_is_said_in_an_event(
+    cluster, kube_namespace, backend_name, prometheus_factory
+) -> None:
+    """An advice whose patch the CRD's validation refuses leaves the spec as it is and says why, once per
+    evaluation, rather than failing the evaluation."""
+    ns = kube_namespace
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, history()))
+    patch = json.dumps({"spec": {"policy": {"targetQuantile": "1.5"}}})
+    before = advised_scaler(cluster, ns, prom.url, backend_name, patch, None)
+    now = [START]
+    async with simulated_controller(cluster, now) as (app, controller):
+        await usable(app.backends, backend_name)
+        obj = await SimulatedEvaluations(controller, cluster, "web", ns).evaluate()
+    assert obj["spec"] == before["spec"] and applied_of(obj) is None
+    assert obj["status"]["recommendedReplicas"] >= 5  # the evaluation itself succeeded
+    [event] = events(cluster, ns, "AdviceNotApplied")
+    assert event["type"] == "Warning" and "refused the patch" in event["message"]
+    assert "is not a quantile strictly between 0 and 1" in event["message"]
 
 
 def documented_commands() -> list[str]:
