@@ -45,6 +45,7 @@ from presage_scaler.controller.condition_updates import (
 )
 from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
+from presage_scaler.controller.live_advice import LiveAdvice, live_fields, observe_advice, record_live_event
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.controller.replica_counts import WatchedReplicas
@@ -166,6 +167,8 @@ class _Outcome:
     scores: list[Score] = field(default_factory=list)
     """What the shadow ledger scored at this evaluation (an apply's watch counts them)."""
     decided_by: DecidedByLedger | None = None
+    live: LiveAdvice | None = None
+    """The advice's live record, where an advice is scored (:mod:`~presage_scaler.controller.live_advice`)."""
     duration: float = 0.0
     conditions: list[ConditionUpdate] = field(default_factory=list)
     """Conditions to write beside Ready and Degraded."""
@@ -268,6 +271,17 @@ class ScalerReconciler:
             outcome.scores = outcome.shadow.observe(outcome.recommendation, spec.policy)
             outcome.decided_by = DecidedByLedger.from_status(status.decided_by)
             outcome.decided_by.observe(outcome.recommendation.decision.constraint, outcome.now)
+            assert outcome.current is not None
+            outcome.live = await observe_advice(
+                spec,
+                entry.spec_json(),
+                status.advice,
+                outcome.recommendation,
+                outcome.current,
+                backend,
+                calibration,
+                f"{outcome.namespace}/{outcome.name}",
+            )
             adjustments = spec_adjustments(spec, outcome.recommendation.lead_time, backend.max_horizon)
             outcome.conditions.append(spec_adjusted_condition(adjustments))
         return outcome
@@ -326,6 +340,7 @@ class ScalerReconciler:
             patched = {
                 **self._status_patch(base, served_at, outcome),
                 "adviceSaving": advice_saving(base.advice, entry.spec_json()),
+                **live_fields(base.advice, outcome.live),
             }
             counts = counted(base.advice, outcome.scores, outcome.spec, outcome.generation, outcome.now)
             return patched if counts is None else {**patched, "advice": {**patched.get("advice", {}), **counts}}
@@ -346,6 +361,7 @@ class ScalerReconciler:
             if item is not None:
                 await self._store.put(item)
             await self._emit_events(updated, status, outcome.recommendation, outcome.failure, outcome.warning)
+            await record_live_event(self._events, updated, outcome.live)
 
     def _held(self, entry: ScalerEntry, outcome: _Outcome, fields: JSON) -> bool:
         """Whether the evaluated status (the written one with ``fields`` merged over it) is held in

@@ -344,3 +344,102 @@ async def test_a_guard_hold_is_read_from_status_alone(cluster, kube_namespace, b
     released = scalers["released"]["status"]["decidedBy"]
     assert released["shares"] == [{"constraint": WINDOW, "share": "100"}]
     assert "held" not in condition(scalers["released"], "Ready")["message"]
+
+
+def _advise(cluster: KubeControlPlane, namespace: str, name: str, patch: dict[str, Any]) -> str:
+    """Write an Advised ``status.advice`` with ``patch`` into the scaler ``name``, as presage advise would; the
+    patch as written."""
+    text = json.dumps(patch, separators=(",", ":"))
+    advice = {"verdict": "Advised", "patch": text, "serviceLevel": "1%", "message": "advised by the test"}
+    cluster.kubectl(
+        "patch", "predictivescaler", name, "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"advice": advice}}),
+    )  # fmt: skip
+    return text
+
+
+async def test_an_advice_is_scored_on_live_demand_until_proven_or_failed(
+    cluster, kube_namespace, backend_name, prometheus_factory
+):
+    """From the moment status.advice holds a patch, every evaluation also decides with the advised spec and
+    scores it beside the current one on the demand that comes. "web"'s advice takes the current spec's 50 %
+    headroom out: status.advice.live fills, the LIVE column shows its saving, and once proveFor (1h) has
+    passed within the service level the verdict is Proven with an Event. "capped"'s advice caps it below
+    the demand: its first scored moment is a miss no later moment can make up, so it is FailedLive at once,
+    with a Warning, and its record is kept as judged. The controller runs on a simulated clock, an
+    evaluation every 5 minutes through the last hour and a half of a real Prometheus's history."""
+    prom = prometheus_factory(Series("app_demand", {"job": "web"}, recent_samples(hours=5)))
+    patches = {"web": {"spec": {"policy": {"headroom": None}}}, "capped": {"spec": {"policy": {"maxReplicas": 4}}}}
+    written = {}
+    for name, patch in patches.items():
+        apply(cluster, deployment(name, 15), kube_namespace)
+        policy = {"maxReplicas": 100, "headroom": "50%"}
+        scaler = predictive_scaler(
+            name, name, prom.url, "app_demand", backend_name, interval="5m", policy=policy, advice={"proveFor": "1h"}
+        )
+        apply(cluster, scaler, kube_namespace)
+        written[name] = _advise(cluster, kube_namespace, name, patch)
+
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=80)
+    now = [start]
+    lives: dict[str, list[dict[str, Any]]] = {name: [] for name in patches}
+    # The app watches another namespace: only the controller on the simulated clock evaluates these.
+    async with running(options(cluster, f"{kube_namespace}-unwatched")) as app:
+        await eventually(
+            lambda: get(cluster, "forecastbackend", backend_name),
+            lambda o: (condition(o, "Ready") or {}).get("status") == "True",
+            what="the backend probe",
+        )
+        pool = PrometheusClientPool()
+        controller = ScalerController(
+            app.client,
+            RecommendationStore(),
+            app.backends,
+            pool,
+            EventRecorder(app.client, host="simulated", min_spacing=timedelta(0)),
+            ScalerMetrics(),
+            clock=lambda: now[0],
+            staleness=WRITES_EVERY_EVALUATION,
+        )
+        try:
+            for k in range(13):  # from the first evaluation to an hour after it
+                now[0] = start + k * timedelta(minutes=5)
+                for name in patches:
+                    obj = get(cluster, "predictivescaler", name, kube_namespace)
+                    await controller.reconcile(ScalerEntry(obj=obj, generation=obj["metadata"]["generation"]))
+                    lives[name].append(get(cluster, "predictivescaler", name, kube_namespace)["status"]["advice"])
+        finally:
+            await pool.aclose()
+    events = json.loads(cluster.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
+    told = {
+        name: [(e["type"], e["reason"], e["message"]) for e in events if e["involvedObject"]["name"] == name]
+        for name in patches
+    }
+    at = start.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    web = lives["web"]
+    assert [advice["live"]["samples"] for advice in web] == list(range(13))  # each scored past its lead time
+    assert all(advice["live"]["since"] == at for advice in web)
+    assert [advice["verdict"] for advice in web] == ["Advised"] * 12 + ["Proven"]
+    assert [advice["live"]["verdict"] for advice in web] == ["Proving"] * 12 + ["Proven"]
+    proven = web[-1]["live"]
+    assert proven["provenTime"] == now[0].strftime("%Y-%m-%dT%H:%M:%SZ") and not proven.get("pending")
+    assert float(proven["underProvisioned"]) == 0.0 and float(proven["currentUnderProvisioned"]) == 0.0
+    # Both specs counted over the same 12 moments of 5 minutes: the advised one, without the headroom, uses fewer.
+    advised, current = float(proven["replicaHours"]), float(proven["currentReplicaHours"])
+    assert 0 < advised < current, proven
+    assert proven["saving"] == f"{100 * (1 - advised / current):.1f}%" and proven["saving"] != "0.0%"
+    assert web[-1]["patch"] == written["web"]  # the advice itself is presage advise's, untouched
+    assert scaler_table(cluster, kube_namespace)["web"]["Live"] == proven["saving"]
+    [(kind, reason, message)] = [event for event in told["web"] if event[1].startswith("Advice")]
+    assert (kind, reason) == ("Normal", "AdviceProven")
+    assert "met serviceLevel 1% on live demand: under-provisioned 0.00 % of 12 scored moments" in message
+
+    capped = lives["capped"]
+    assert [advice["verdict"] for advice in capped] == ["Advised"] + ["FailedLive"] * 12
+    failed = capped[1]["live"]
+    assert (failed["verdict"], failed["samples"], float(failed["underProvisioned"])) == ("FailedLive", 1, 100.0)
+    assert all(advice["live"] == failed for advice in capped[1:])  # kept as judged: nothing more is scored
+    [(kind, reason, message)] = [event for event in told["capped"] if event[1].startswith("Advice")]
+    assert (kind, reason) == ("Warning", "AdviceFailedLive")
+    assert "missed serviceLevel 1% on live demand: under-provisioned 100.00 % of 1 scored moments" in message

@@ -69,7 +69,8 @@ def test_advised_status_patches_exactly_the_changed_fields_and_validates(result)
     advice = advise(advised)
     assert advice.verdict == Verdict.ADVISED
     body = advice_status(advised, advice, SPEC, "1%", 4, NOW)
-    assert set(body) == {info.alias or name for name, info in AdviceStatus.model_fields.items()}
+    # Every field but the controller's record of its own apply, which presage advise never writes.
+    assert set(body) == {info.alias or name for name, info in AdviceStatus.model_fields.items()} - {"applied"}
     AdviceStatus.model_validate(body)
     assert body["verdict"] == "Advised" and body["observedGeneration"] == 4 and body["error"] is None
     assert [c["field"] for c in body["changes"]] == [
@@ -191,7 +192,9 @@ def test_the_due_check_answers_for_any_stored_object(obj, now, every):
 def test_advice_spec_defaults_and_refusals():
     spec = advice_spec({"spec": {"advice": {"serviceLevel": "0.5%"}}})
     assert spec is not None and (spec.every, spec.lookback) == (timedelta(hours=24), timedelta(days=28))
-    assert advice_spec({"spec": {}}) is None
+    assert advice_spec({"spec": {"signal": {}}}) == advice_spec({"spec": {"signal": {}, "advice": {}}})  # Shadow
+    assert advice_spec({"spec": {"signal": {}, "mode": "Enforce"}}) is None
+    assert advice_spec({"spec": {"signals": []}}) is None  # skipped, not advised
     for level in ("0%", "100%", "1", "-1%", "abc"):
         with pytest.raises(SpecError, match="serviceLevel"):
             advice_spec({"spec": {"advice": {"serviceLevel": level}}})
