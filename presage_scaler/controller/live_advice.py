@@ -13,8 +13,11 @@ reads) at the same lead time, from its own count and policy state. Its forecast 
 when the advice changes nothing the forecast depends on; otherwise a second one is made from the same
 data: by a SeasonalNaive of ``status.advice.forecastBackend``'s season and cycles, built here (the
 ForecastBackend the patch names may not exist yet), or, for a policy change alone, by the scaler's own
-backend at the advised quantile levels. Nothing about the advice can fail the evaluation: an advised
-spec that cannot be parsed or forecast is logged and not scored this time.
+backend at the advised quantile levels. Where the advice changes neither the forecast nor what sizing
+depends on (the quantile levels, the interval), the evaluation's own calibrated windows are reused too,
+and only the policy decides again. The advised spec is parsed once while neither the spec nor the patch
+changes (:class:`AdvisedSpecs`). Nothing about the advice can fail the evaluation: an advised spec that
+cannot be parsed or forecast is logged and not scored this time.
 
 **Two writers, one object.** presage advise writes ``status.advice`` with a merge patch under its own
 field manager, and ``status.advice.live`` only to reset it (null, when its patch changes). The controller
@@ -47,7 +50,14 @@ from presage_scaler.clients.kube.client import JSON
 from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.engine.advice_live import AdviceLedger
 from presage_scaler.engine.advice_proof import parse_service_level
-from presage_scaler.engine.evaluator import EvaluationError, Recommendation, decide, forecast_requests, size
+from presage_scaler.engine.evaluator import (
+    EvaluationError,
+    Recommendation,
+    Sizing,
+    decide,
+    forecast_requests,
+    size,
+)
 from presage_scaler.engine.leadtime import HorizonError
 from presage_scaler.engine.past_forecasts import CalibrationState
 
@@ -60,9 +70,39 @@ def advised_spec(spec_json: JSON, patch: str) -> PredictiveScalerSpec:
     return parse(PredictiveScalerSpec, advised_wire(spec_json, patch))
 
 
+class AdvisedSpecs:
+    """Each scaler's advised spec, parsed once while neither its spec nor its patch changes: the parsed spec
+    (:class:`~presage_scaler.controller.predictive_scaler_objects.SpecCache` keeps one object per
+    generation, so the same object means the same spec) and the patch name the entry. One entry per scaler,
+    replaced when either changes, like the controller's cache of parsed specs."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[PredictiveScalerSpec, str, PredictiveScalerSpec | SpecError]] = {}
+
+    def parsed(self, scaler: str, spec: PredictiveScalerSpec, spec_json: JSON, patch: str) -> PredictiveScalerSpec:
+        """:func:`advised_spec` of ``spec_json`` (the wire form of ``spec``) and ``patch`` for ``scaler``."""
+        kept = self._items.get(scaler)
+        if kept is None or kept[0] is not spec or kept[1] != patch:
+            try:
+                advised: PredictiveScalerSpec | SpecError = advised_spec(spec_json, patch)
+            except SpecError as exc:
+                advised = exc
+            kept = self._items[scaler] = (spec, patch, advised)
+        if isinstance(kept[2], SpecError):
+            raise SpecError(kept[2].problems)  # a fresh one: the kept one's traceback does not grow
+        return kept[2]
+
+
 def _shapes(requests: Sequence[ForecastRequest]) -> list[tuple[int, tuple[float, ...], int | None]]:
     """What of each request the forecast depends on besides the history (the same data here)."""
     return [(r.horizon, r.quantiles, r.hindcast.window if r.hindcast else None) for r in requests]
+
+
+def _sized_alike(advised: PredictiveScalerSpec, spec: PredictiveScalerSpec) -> bool:
+    """Whether the two specs size the same forecasts of the same data alike: the same quantile levels and
+    the same sizing window (lead time, the same for both, plus the interval)."""
+    levels = (advised.policy.target_quantile, advised.policy.scale_down_quantile, advised.interval)
+    return levels == (spec.policy.target_quantile, spec.policy.scale_down_quantile, spec.interval)
 
 
 async def advised_decision(
@@ -85,6 +125,9 @@ async def advised_decision(
         forecasts, identity, calibration = await own.forecast(requests), own.identity, None
     elif _shapes(requests) == _shapes(forecast_requests(spec, data, lead.value, backend.max_horizon)):
         forecasts = list(current.forecasts)
+        if _sized_alike(advised, spec):  # a policy change alone: the evaluation's own calibrated windows
+            sizing = Sizing(current.windows, current.calibration)
+            return decide(advised, data, forecasts, identity, lead, ledger.replicas, ledger.state, now, sizing)
     else:
         forecasts = await backend.forecast(requests)
     sizing = size(advised, data, forecasts, lead, now, calibration)
@@ -115,10 +158,13 @@ async def observe_advice(
     backend: Backend,
     calibration: CalibrationState | None,
     scaler: str,
+    *,
+    specs: AdvisedSpecs | None = None,
 ) -> LiveAdvice | None:
     """The advice's live record after this evaluation (module docstring); None when there is nothing to
     score, or the advised spec could not decide this time. ``current_replicas``: the target's count, which
-    a new record starts from; ``scaler``: its namespace/name, for the log."""
+    a new record starts from; ``scaler``: its namespace/name, for the log and ``specs``, which keeps the
+    advised spec parsed from one evaluation to the next (without it, it is parsed at every call)."""
     settings = advice_settings(spec_json)
     if (
         not isinstance(settings, AdviceSpec)
@@ -134,7 +180,10 @@ async def observe_advice(
     if advice.verdict != SCORED:  # a verdict its record does not hold: not the controller's to score
         return None
     try:
-        advised = advised_spec(spec_json, advice.patch)
+        if specs is None:
+            advised = advised_spec(spec_json, advice.patch)
+        else:
+            advised = specs.parsed(scaler, spec, spec_json, advice.patch)
         decision = await advised_decision(advised, advice.forecast_backend, spec, current, backend, calibration, ledger)
     except (SpecError, EvaluationError, BackendError, HorizonError, RecursionError) as exc:
         log.warning("advice not scored scaler=%s: the advised spec cannot decide error=%s", scaler, exc)

@@ -45,7 +45,13 @@ from presage_scaler.controller.condition_updates import (
 )
 from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
 from presage_scaler.controller.instruments import TimedBackend, TimedSignalSource, record_evaluation, record_shadow
-from presage_scaler.controller.live_advice import LiveAdvice, live_fields, observe_advice, record_live_event
+from presage_scaler.controller.live_advice import (
+    AdvisedSpecs,
+    LiveAdvice,
+    live_fields,
+    observe_advice,
+    record_live_event,
+)
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.controller.replica_counts import WatchedReplicas
@@ -203,6 +209,7 @@ class ScalerReconciler:
         ``vouch``: what the scaler's Lease vouches for (None: no Lease, or nothing published yet)."""
         self._store = store
         self._specs = specs
+        self._advised_specs = AdvisedSpecs()
         self._backends = backends
         self._prometheus = prometheus
         self._events = events
@@ -281,6 +288,7 @@ class ScalerReconciler:
                 backend,
                 calibration,
                 f"{outcome.namespace}/{outcome.name}",
+                specs=self._advised_specs,
             )
             adjustments = spec_adjustments(spec, outcome.recommendation.lead_time, backend.max_horizon)
             outcome.conditions.append(spec_adjusted_condition(adjustments))

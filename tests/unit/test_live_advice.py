@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from presage_scaler.api.advice_patch import patch_digest
+from presage_scaler.api.advice_patch import advised_wire, patch_digest
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceStatus
@@ -21,6 +21,7 @@ from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Forecast, ForecastRequest
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
 from presage_scaler.controller.live_advice import (
+    AdvisedSpecs,
     LiveAdvice,
     advised_spec,
     live_fields,
@@ -96,6 +97,10 @@ def test_the_advised_spec_is_the_stored_spec_with_the_patch_merged_in() -> None:
         ({"policy": {"stabilization": {"scaleDownWindow": "0s"}}}, 30, 0),
         # Another quantile level: the scaler's backend forecasts again, and the advised spec asks for less.
         ({"policy": {"targetQuantile": "0.8"}}, 12, 1),
+        # Headroom: sized from the evaluation's own calibrated windows, to a count of its own.
+        ({"policy": {"headroom": "40%"}}, 12, 0),
+        # Another interval: a longer sizing window, forecast again to cover it.
+        ({"interval": "1h"}, 12, 1),
     ],
 )
 def test_the_advised_spec_decides_as_an_evaluation_of_it_would(
@@ -106,11 +111,32 @@ def test_the_advised_spec_decides_as_an_evaluation_of_it_would(
     current, live = observed(SPEC, status, backend, target)
     assert live is not None and backend.calls == 1 + forecasts
     # Scoring starts from the target's count, with an empty policy state.
-    own = evaluated({**SPEC, "policy": {**SPEC["policy"], **patch["policy"]}}, SeasonalNaive(), current=target)
+    own = evaluated(advised_wire(SPEC, json.dumps({"spec": patch})), SeasonalNaive(), current=target)
     assert live.ledger.replicas == own.replicas != current.replicas  # each spec decides its own way
     assert live.ledger.state == own.state
     [pending] = live.ledger.pending
     assert (pending.advised, pending.current, pending.at) == (own.replicas, current.replicas, NOW)
+
+
+def test_the_advised_spec_is_parsed_once_while_neither_the_spec_nor_the_patch_changes() -> None:
+    specs, spec = AdvisedSpecs(), parse(PredictiveScalerSpec, SPEC)
+    patch = '{"spec":{"policy":{"headroom":"40%"}}}'
+    first = specs.parsed("shop/web", spec, SPEC, patch)
+    assert specs.parsed("shop/web", spec, SPEC, patch) is first
+    assert first == advised_spec(SPEC, patch) and first.policy.headroom != spec.policy.headroom
+    other = '{"spec":{"policy":{"headroom":"30%"}}}'
+    assert specs.parsed("shop/web", spec, SPEC, other) == advised_spec(SPEC, other)  # the patch changed
+    changed = {**SPEC, "interval": "5m"}  # a new generation: another parsed spec
+    assert specs.parsed("shop/web", parse(PredictiveScalerSpec, changed), changed, other).interval == timedelta(
+        minutes=5
+    )
+    bad = '{"spec":{"policy":{"targetQuantile":"2"}}}'
+    raised = []
+    for _ in range(2):
+        with pytest.raises(SpecError, match="targetQuantile") as caught:
+            specs.parsed("shop/web", spec, SPEC, bad)
+        raised.append(caught.value)
+    assert raised[0] is not raised[1]  # a fresh error each time, whose traceback does not grow
 
 
 def test_an_advised_forecaster_forecasts_with_its_own_seasonal_naive() -> None:
