@@ -5,7 +5,9 @@ Two fields are the controller's, not presage advise's: ``live``, the advised spe
 and ``applied``, presage's own apply of it. The body never writes ``applied``; it keeps ``live`` (by
 leaving it out) when it advises the very patch being scored, so a daily re-advice does not restart the
 proof, and keeps the verdict that record earned (Proven) with it; when the patch changes it resets
-``live`` (an explicit null), and scoring starts over on the new one.
+``live`` (an explicit null), and scoring starts over on the new one. A FailedLive record is also kept
+while the advice has no patch (it advises no change), so that the advice after it still knows which
+spec failed (:mod:`~presage_scaler.tune.previous_advice`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ KNOB_FIELDS = {
 """Each knob (:meth:`Knobs.as_dict`) and the field a user changes to set it."""
 LIVE, APPLIED = "live", "applied"
 """The controller's fields of ``status.advice`` (module docstring)."""
-KEPT_VERDICTS = ("Proven", "FailedLive")
+FAILED_LIVE = "FailedLive"
+KEPT_VERDICTS = ("Proven", FAILED_LIVE)
 """The verdicts a live record earns, kept while the same patch is advised again."""
 
 
@@ -102,9 +105,11 @@ def advice_status(
     patch = spec_patch(result, spec) if advised else None
     new_backend = advised and forecaster_changed(result)
     saving = 1.0 - chosen.held_out.replica_hours / start.held_out.replica_hours if advised else 0.0
-    text = json.dumps(patch, separators=(",", ":"), sort_keys=True) if patch is not None else None
+    text = patch_text(patch) if patch is not None else None
     before = previous if isinstance(previous, dict) else {}
     proving = text is not None and before.get("patch") == text
+    record = before.get(LIVE)
+    failed_kept = text is None and isinstance(record, dict) and record.get("verdict") == FAILED_LIVE
     verdict, message = str(advice.verdict), advice.message
     if proving and before.get("verdict") in KEPT_VERDICTS:
         verdict = str(before["verdict"])
@@ -139,9 +144,15 @@ def advice_status(
     }
     wire = AdviceStatus.model_validate(body).to_wire()
     written = {name: wire.get(name) for name in _wire_names()}
-    if proving:
+    if proving or failed_kept:
         del written[LIVE]
     return written
+
+
+def patch_text(patch: dict[str, Any]) -> str:
+    """``status.advice.patch``: the merge patch as compact JSON with sorted keys, so that the same patch
+    is the same text (and the same ``status.advice.live.patchDigest``) at every advice."""
+    return json.dumps(patch, separators=(",", ":"), sort_keys=True)
 
 
 def failed_status(message: str, now: datetime) -> dict[str, Any]:

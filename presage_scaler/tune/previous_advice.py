@@ -9,7 +9,10 @@ does not):
 
 * **FailedLive**: the spec it advised (the stored spec with its patch merged in) is left out of the
   choice, which is made again among the other candidates by the same rule
-  (:func:`~presage_scaler.tune.search.choose`); the message says the previous advice missed live.
+  (:func:`~presage_scaler.tune.search.choose`); the message says the previous advice missed live. An
+  advice that then advises no change keeps the failed record (``status.advice.live``, whose
+  ``patchDigest`` names the patch), so the advice after it still leaves that spec out: the candidate
+  whose patch on the same stored spec has that digest.
 * **Otherwise**, the spec it advised is chosen instead of the new choice when it still meets the service
   level in-sample (with its margin for chance) and held out (as measured) and costs at most ALIKE more
   replica-hours than the new choice in-sample: the part chosen on cannot rank candidates that close
@@ -25,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from presage_scaler.api.advice_patch import advised_wire
+from presage_scaler.api.advice_patch import advised_wire, patch_digest
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import backend_spec
+from presage_scaler.tune.advice_body import patch_text, spec_patch
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.held_out import misses
 from presage_scaler.tune.knobs import Knobs, knobs_of
@@ -47,9 +51,14 @@ CHOSEN_CAPACITY = "chosen"
 class PreviousAdvice:
     """The spec the previous advice advised, and whether it failed on live demand."""
 
-    knobs: Knobs
-    patch: str
+    knobs: Knobs | None
+    """None where only the failed record of it is left (``status.advice.live`` FailedLive, kept while the
+    advice after it advised no change): ``digest`` then names it among a run's candidates."""
+    digest: str
+    """The digest of its patch (``status.advice.live.patchDigest``)."""
     failed_live: bool
+    spec: dict[str, Any]
+    """The stored spec its patch applies to."""
 
 
 def _mapping(value: object) -> dict[str, Any]:
@@ -62,8 +71,10 @@ def previous_advice(advice: object, spec: object, backend: dict[str, Any] | None
     its patch no longer makes a spec that can be tuned."""
     status = _mapping(advice)
     patch, forecaster = status.get("patch"), status.get("forecastBackend")
-    if status.get("verdict") not in ADVISING or not isinstance(patch, str) or not isinstance(spec, dict):
+    if not isinstance(spec, dict):
         return None
+    if status.get("verdict") not in ADVISING or not isinstance(patch, str):
+        return _failed_record(status, spec)
     if isinstance(forecaster, dict):  # the advised SeasonalNaive, which need not exist yet
         backend = {"type": "SeasonalNaive", "seasonalNaive": {k: forecaster.get(k) for k in ("season", "cycles")}}
     try:
@@ -71,7 +82,26 @@ def previous_advice(advice: object, spec: object, backend: dict[str, Any] | None
         knobs = knobs_of(advised, backend_spec(backend))
     except (SpecError, TuneError, RecursionError):  # RecursionError: a patch nested past what JSON parses
         return None
-    return PreviousAdvice(knobs=knobs, patch=patch, failed_live=status.get("verdict") == FAILED_LIVE)
+    return PreviousAdvice(knobs, patch_digest(patch), status.get("verdict") == FAILED_LIVE, spec)
+
+
+def _failed_record(status: dict[str, Any], spec: dict[str, Any]) -> PreviousAdvice | None:
+    """The failed advice a patchless ``status.advice`` still holds the live record of; None when none."""
+    live = _mapping(status.get("live"))
+    digest = live.get("patchDigest")
+    if live.get("verdict") != FAILED_LIVE or not isinstance(digest, str):
+        return None
+    return PreviousAdvice(None, digest, True, spec)
+
+
+def _named(result: TuneResult, previous: PreviousAdvice) -> Knobs | None:
+    """The candidate whose advice would have the patch ``previous.digest`` names (on the same stored spec);
+    None when none would."""
+    for trial in result.trials:
+        patch = spec_patch(replace(result, chosen=trial), previous.spec)
+        if patch is not None and patch_digest(patch_text(patch)) == previous.digest:
+            return trial.knobs
+    return None
 
 
 def _with_choice(result: TuneResult, trial: Trial) -> TuneResult:
@@ -84,6 +114,8 @@ def _with_choice(result: TuneResult, trial: Trial) -> TuneResult:
 
 
 def _previous_trial(result: TuneResult, previous: PreviousAdvice) -> Trial | None:
+    if previous.knobs is None:
+        return None
     return next((trial for trial in result.trials if trial.knobs == previous.knobs), None)
 
 
@@ -120,10 +152,11 @@ def reconsider(result: TuneResult, previous: PreviousAdvice | None) -> Reconside
     if previous is None:
         return Reconsidered(result, None)
     if previous.failed_live:
-        if previous.knobs == result.default.knobs:
+        failed = previous.knobs if previous.knobs is not None else _named(result, previous)
+        if failed is None or failed == result.default.knobs:
             return Reconsidered(result, None)
         note = "The previous advice missed the service level on live demand (FailedLive), so it is not advised again."
-        return Reconsidered(without_failed(result, previous.knobs), note)
+        return Reconsidered(without_failed(result, failed), note)
     trial = _previous_trial(result, previous)
     if trial is None or trial == result.chosen or not still_alike(result, trial):
         return Reconsidered(result, None)

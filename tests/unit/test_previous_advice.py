@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from presage_scaler.api.advice_patch import patch_digest
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.tune.advice_body import advice_status, spec_patch
 from presage_scaler.tune.output import backend_name, forecaster_changed
@@ -78,7 +79,7 @@ def test_the_previous_advice_is_kept_while_the_part_chosen_on_cannot_tell_it_fro
     limit = result.chosen.in_sample.replica_hours * (1 + ALIKE)
     alike = _with(_with(other, "in_sample", replica_hours=limit), "held_out", under_pct=0.5)
     ran = replace(result, trials=tuple(alike if t.knobs == other.knobs else t for t in result.trials))
-    previous = PreviousAdvice(knobs=other.knobs, patch="{}", failed_live=False)
+    previous = PreviousAdvice(knobs=other.knobs, digest="0123456789abcdef", failed_live=False, spec=SPEC)
 
     kept = reconsider(ran, previous)
     assert kept.result.chosen == alike and kept.note is not None and "is kept" in kept.note
@@ -97,7 +98,7 @@ def test_the_previous_advice_is_kept_while_the_part_chosen_on_cannot_tell_it_fro
 
 
 def test_an_advice_that_failed_live_is_not_advised_again(result: TuneResult) -> None:
-    failed = PreviousAdvice(knobs=result.chosen.knobs, patch="{}", failed_live=True)
+    failed = PreviousAdvice(knobs=result.chosen.knobs, digest="0123456789abcdef", failed_live=True, spec=SPEC)
     again = reconsider(result, failed)
     assert again.result.chosen.knobs != failed.knobs
     rest = [(t.knobs, t.in_sample) for t in result.trials if t.knobs != failed.knobs]
@@ -107,6 +108,29 @@ def test_an_advice_that_failed_live_is_not_advised_again(result: TuneResult) -> 
     assert advice.message.startswith(again.note)
     # The starting spec is never left out: it is what the user runs.
     assert reconsider(result, replace(failed, knobs=result.default.knobs)).result is result
+
+
+def test_a_failed_advice_is_left_out_while_its_record_is_kept_after_an_advice_of_no_change(
+    result: TuneResult,
+) -> None:
+    """After a FailedLive advice the next one advised no change, which keeps the failed live record: the
+    advice after that still leaves out the spec the record names, by its patch's digest."""
+    stored = stored_advice(result, result.chosen, verdict="FailedLive")
+    live = {"verdict": "FailedLive", "patchDigest": patch_digest(str(stored["patch"]))}
+    kept = advice_status(
+        result, replace(advise(result), verdict=Verdict.KEEP), SPEC, "1%", 5, NOW, {**stored, "live": live}
+    )
+    assert kept["patch"] is None and "live" not in kept  # the failed record stays as the controller wrote it
+    after_keep = {**kept, "live": live}
+    previous = previous_advice(after_keep, SPEC, None)
+    assert previous is not None and previous.failed_live and previous.knobs is None
+    again = reconsider(result, previous)
+    assert again.result.chosen.knobs != result.chosen.knobs and again.note is not None
+    assert again.result.chosen == reconsider(result, previous_advice(stored, SPEC, None)).result.chosen
+    # A record that did not fail, or names no candidate of this run, changes nothing.
+    assert previous_advice({**kept, "live": {**live, "verdict": "Proven"}}, SPEC, None) is None
+    unknown = previous_advice({**kept, "live": {**live, "patchDigest": "0123456789abcdef"}}, SPEC, None)
+    assert unknown is not None and reconsider(result, unknown).result is result
 
 
 def test_the_same_patch_keeps_the_live_record_and_its_verdict_and_another_resets_it(result: TuneResult) -> None:
