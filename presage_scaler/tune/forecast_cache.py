@@ -231,6 +231,13 @@ class ForecastCache:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temporary)
             self._bound(keep=path)
+            LOG.info(
+                "forecast cache: %s: made %d of the %d forecast chunks used, kept %d",
+                scaler,
+                store.made,
+                store.used,
+                len(store.kept),
+            )
         except OSError as exc:
             LOG.warning("forecast cache: cannot write %s: %s", path, exc)
 

@@ -38,9 +38,15 @@ def read_real(path: Path) -> Trace:
     return Trace(values, step, times[0], np.zeros(len(values), dtype=bool), path.name)
 
 
+LATER = 7
+"""Steps past a whole day between yesterday's run and today's, as a CronJob's runs drift."""
+
+
 def window(trace: Trace, first_day: int, days: int) -> Trace:
-    """``days`` of ``trace`` from the start of its ``first_day``-th day."""
-    begin, end = first_day * DAY, (first_day + days) * DAY
+    """``days`` of ``trace`` from the start of its ``first_day``-th day (LATER steps later after the
+    first day)."""
+    begin = first_day * DAY + (LATER if first_day else 0)
+    end = begin + days * DAY
     return replace(
         trace, values=trace.values[begin:end], gaps=trace.gaps[begin:end], start=trace.start + begin * trace.step
     )
@@ -66,7 +72,7 @@ def same_choices(warm: TuneResult, cold: TuneResult) -> None:
 
 @pytest.fixture(scope="module")
 def trace() -> Trace:
-    return daily_trace(10, seed=5)
+    return daily_trace(11, seed=5)
 
 
 @pytest.fixture(scope="module")

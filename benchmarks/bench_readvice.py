@@ -1,0 +1,228 @@
+"""What a daily re-advice costs with ``presage advise --cache-dir``, against the first advice.
+
+Per one-minute trace of the shared traces long enough for two runs a day apart: the scaler's stored
+spec is the default PredictiveScaler spec (Shadow, so advised with ``spec.advice``'s defaults) with
+``bench_backtest``'s per-replica capacity (p99 / 20) and a 5-minute lead time, fixed once for the
+trace as a stored spec is. Two advice runs are made through production's
+:func:`presage_scaler.tune.in_cluster_advisor.advice_from`, the function ``presage advise`` calls per
+scaler after its reads, each on the window of the trace its reads would return: the longest window
+the trace holds twice a day apart (``WINDOW_DAYS`` at most, 28 days being the API's default
+lookback), ending at the same time of day (``END_OF_DAY`` past a trace day, so that the runs end in
+the middle of a day, as a CronJob's runs do):
+
+* **cold**: the first advice, with an empty cache directory (what every advice costs without one);
+* **warm**: the advice a day later, from the cache the first one left, its previous ``status.advice``
+  the first one's;
+* **cold again**: the same second advice from an empty cache, which the warm one must equal field for
+  field (``status.advice`` as written, the figures and choice included).
+
+CPU is ``time.process_time`` of each call (this process; ``--jobs`` 1, as the chart runs advise), so
+other load on the machine inflates it less than wall time would. Chunks: forecast chunks the run made
+/ those it used. The speed goal is the issue's: a warm daily re-advice at 28 days of one-minute
+history within WARM_LIMIT CPU-s per scaler.
+
+Run: ``.venv/bin/python benchmarks/bench_readvice.py [TRACES_DIR]``; writes
+``benchmarks/results/bench_readvice.md`` (``--check`` verifies it without running).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import bench_backtest
+import results
+from bench_seasonal_naive import cpu_us_per_call, demand
+
+from presage_scaler.backtest.config import backend_spec, scaler_spec
+from presage_scaler.backtest.csv_trace import load_csv
+from presage_scaler.backtest.trace import Trace
+from presage_scaler.tune.forecast_cache import ForecastCache, ForecastStore, cache_name
+from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from
+
+LEAD = timedelta(minutes=5)
+WINDOW_DAYS = 28
+END_OF_DAY = timedelta(hours=10)
+WARM_LIMIT = 5.0
+"""CPU-s a warm daily re-advice may take per scaler at 28 days of one-minute history."""
+ONE_MINUTE = timedelta(minutes=1)
+OPTIONS = AdviseOptions(deadline=timedelta(hours=1))
+
+
+@dataclass(frozen=True)
+class Run:
+    cpu: float
+    made: int
+    used: int
+    body: dict[str, Any]
+    kept: int
+    """Bytes of the scaler's cache file after the run."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    trace: str
+    window: timedelta
+    cold: Run
+    warm: Run
+    same: bool
+    verdict: str
+
+    @property
+    def ratio(self) -> float:
+        return self.cold.cpu / self.warm.cpu
+
+
+def window(trace: Trace, begin: int, end: int) -> Trace:
+    return replace(
+        trace, values=trace.values[begin:end], gaps=trace.gaps[begin:end], start=trace.start + begin * trace.step
+    )
+
+
+class Cluster:
+    """One scaler as stored, and the cache ``presage advise --cache-dir`` keeps for it."""
+
+    def __init__(self, trace: Trace, directory: Path) -> None:
+        spec = scaler_spec(trace, None, bench_backtest.overrides_for(trace, LEAD)).to_wire()
+        metadata = {"name": "web", "namespace": "shop", "uid": "bench", "generation": 1}
+        self.obj: dict[str, Any] = {"metadata": metadata, "spec": spec, "status": {}}
+        self.backend = backend_spec(None).to_wire()
+        self.cache = ForecastCache(directory)
+
+    def advise(self, trace: Trace, *, cached: bool) -> Run:
+        """One advice at the end of ``trace``, from the cache when ``cached`` (else from nothing); the
+        cache then holds what this run kept."""
+        if not cached:
+            self.cache.save(cache_name(self.obj["metadata"]), ForecastStore())  # an empty cache
+        store: list[ForecastStore] = []
+        cache = _Watched(self.cache.directory, self.cache.max_bytes, store)
+        now = trace.start + len(trace) * trace.step
+        began = time.process_time()
+        body, _ = advice_from(trace, self.obj, self.backend, replace(OPTIONS, cache=cache), now)
+        cpu = time.process_time() - began
+        kept = sum(path.stat().st_size for path in self.cache.directory.glob("*.npz"))
+        return Run(cpu, store[0].made, store[0].used, body, kept)
+
+
+@dataclass(frozen=True)
+class _Watched(ForecastCache):
+    """The cache, handing the store it loads to the benchmark for its counts."""
+
+    seen: list[ForecastStore] | None = None
+
+    def load(self, scaler: str) -> ForecastStore:
+        found = super().load(scaler)
+        assert self.seen is not None
+        self.seen.append(found)
+        return found
+
+
+def measure(path: Path) -> Measured | None:
+    trace = load_csv(path)
+    if trace.step != ONE_MINUTE:
+        return None
+    day, into = int(timedelta(days=1) / trace.step), int(END_OF_DAY / trace.step)
+    days = min(WINDOW_DAYS - 1, (len(trace) - day - into) // day)
+    if days < 1:
+        return None
+    span = days * day + into
+    with tempfile.TemporaryDirectory() as directory:
+        cluster = Cluster(trace, Path(directory))
+        first = cluster.advise(window(trace, 0, span), cached=False)
+        cluster.obj["status"] = {"advice": first.body}
+        today = window(trace, day, day + span)
+        warm = cluster.advise(today, cached=True)
+        cold = cluster.advise(today, cached=False)
+    print(f"{path.name}: cold {cold.cpu:.1f} CPU-s, warm {warm.cpu:.1f} CPU-s, first {first.cpu:.1f}", flush=True)
+    return Measured(path.name, span * trace.step, cold, warm, warm.body == cold.body, str(warm.body.get("verdict")))
+
+
+RUNS = results.Table(
+    (
+        "trace",
+        "window",
+        "cold CPU-s",
+        "cold chunks made/used",
+        "warm CPU-s",
+        "warm chunks made/used",
+        "cold / warm",
+        "warm = cold",
+        "cache file MiB",
+        "verdict",
+    )
+)
+LAYOUT = results.Layout(
+    script=Path(__file__),
+    machine=("np.mean of 4,032 points, µs CPU",),
+    sections=(results.Section("Runs", (RUNS,)), results.Section("Goals")),
+)
+
+
+def _days(span: timedelta) -> str:
+    return f"{span / timedelta(days=1):.2f}d"
+
+
+def row(each: Measured) -> tuple[object, ...]:
+    return (
+        each.trace,
+        _days(each.window),
+        f"{each.cold.cpu:.1f}",
+        f"{each.cold.made}/{each.cold.used}",
+        f"{each.warm.cpu:.1f}",
+        f"{each.warm.made}/{each.warm.used}",
+        f"{each.ratio:.2f}×",
+        "yes" if each.same else "NO",
+        f"{each.warm.kept / 2**20:.1f}",
+        each.verdict,
+    )
+
+
+def goals(measured: list[Measured]) -> list[str]:
+    longest = max(measured, key=lambda m: m.window)
+    met = longest.warm.cpu <= WARM_LIMIT
+    return [
+        f"- warm daily re-advice ≤ {WARM_LIMIT:g} CPU-s per scaler at {_days(longest.window)} of one-minute history "
+        f"({longest.trace}, the longest here): {longest.warm.cpu:.1f} CPU-s, the first (cold) advice "
+        f"{longest.cold.cpu:.1f} CPU-s: {'met' if met else 'not met'}",
+        f"- a warm re-advice writes the same status.advice as one from nothing, on every trace: "
+        f"{'met' if all(m.same for m in measured) else 'not met'}",
+    ]
+
+
+def main() -> int:
+    args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "unused: advise runs with one process")
+    if args.check:
+        return results.check(LAYOUT)
+    points = demand(4032, timedelta(minutes=5))
+    mean_us = cpu_us_per_call(lambda: points.mean())
+    measured = [m for path in sorted(args.traces.glob("*.csv")) if (m := measure(path)) is not None]
+    if not measured:
+        print(f"no one-minute trace in {args.traces} is long enough for two runs a day apart", file=sys.stderr)
+        return 1
+    text = [
+        "Default PredictiveScaler spec (Shadow, spec.advice's defaults), per-replica capacity p99 / "
+        f"{bench_backtest.REPLICAS_AT_P99}, lead time {LEAD.total_seconds() / 60:g}m; each run on the window its "
+        "reads would return, the second a day after the first, both ending "
+        f"{END_OF_DAY.total_seconds() / 3600:g}h into a day. CPU-s: process time of one advice "
+        "(production's advice_from, one process). Chunks: forecast chunks made / used. Cache file: what "
+        "the warm run kept for the next.",
+        "",
+        *RUNS.render(row(m) for m in measured),
+    ]
+    results.write(
+        LAYOUT,
+        datetime.now(UTC),
+        sys.argv[1:],
+        (f"{mean_us:.1f}",),
+        {"Runs": text, "Goals": goals(measured)},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
