@@ -12,8 +12,9 @@ the same numbers.
 scaler in a directory, the chunks its last run made that a later run can take again, and nothing
 else:
 
-* **bounded**: a file larger than ``max_bytes`` is neither written nor read, and after each write
-  the oldest files go until the directory's files take at most ``max_bytes``;
+* **bounded**: a file larger than ``max_bytes`` or FILE_BYTES is neither written nor read (nor
+  inflated past that), so a run holds at most about twice that in memory; and after each write the
+  oldest files go until the directory's files take at most ``max_bytes``;
 * **safe**: a file is written whole (a temporary file renamed over it), holds no pickled object, and
   carries the digest of its contents and the scaler it belongs to; a file that is unreadable,
   foreign, truncated, for another scaler or that fails its digest is ignored (the run forecasts
@@ -45,6 +46,10 @@ FORMAT = b"presage-forecast-cache/1"
 
 DEFAULT_MAX_BYTES = 2 * 1024**3
 """The cache directory's size by default (``presage advise --cache-size``)."""
+
+FILE_BYTES = 256 * 1024**2
+"""The largest file read or written: one scaler's forecasts at a 28-day lookback and a one-minute
+interval take about 11 MiB (``benchmarks/results/bench_readvice.md``), 44 MiB at 15 seconds."""
 
 SUFFIX = ".npz"
 
@@ -189,6 +194,10 @@ class ForecastCache:
     directory: Path
     max_bytes: int = DEFAULT_MAX_BYTES
 
+    @property
+    def _file_bytes(self) -> int:
+        return min(self.max_bytes, FILE_BYTES)
+
     def _path(self, owner: bytes) -> Path:
         return self.directory / f"{hashlib.blake2b(owner, digest_size=DIGEST_BYTES).hexdigest()}{SUFFIX}"
 
@@ -198,9 +207,10 @@ class ForecastCache:
         owner = scaler.encode()
         path = self._path(owner)
         try:
-            if path.stat().st_size > self.max_bytes:
+            if path.stat().st_size > self._file_bytes:
+                LOG.warning("forecast cache: ignoring %s: larger than %d bytes", path, self._file_bytes)
                 return ForecastStore()
-            found = _decode(path.read_bytes(), owner, self.max_bytes)
+            found = _decode(path.read_bytes(), owner, self._file_bytes)
         except FileNotFoundError:
             return ForecastStore()
         except Exception as exc:  # any file that cannot be read as ours means: forecast again
@@ -219,7 +229,7 @@ class ForecastCache:
         try:
             data = _encode(store, owner)
             self.directory.mkdir(parents=True, exist_ok=True)
-            if len(data) > self.max_bytes:
+            if len(data) > self._file_bytes:
                 path.unlink(missing_ok=True)
                 return
             handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".writing-", suffix=SUFFIX)

@@ -17,6 +17,7 @@ import pytest
 
 from presage_scaler.backtest.config import Overrides, backend_spec, scaler_spec
 from presage_scaler.backtest.trace import Trace
+from presage_scaler.tune import forecast_cache
 from presage_scaler.tune.forecast_cache import Chunk, ForecastCache, ForecastStore
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
@@ -290,3 +291,12 @@ def test_an_unwritable_directory_is_not_an_error(tmp_path, caplog):
     cache.save("a", a_store())  # logged, not raised: the next run forecasts again
     assert "cannot write" in caplog.text
     assert cache.load("a").chunks == {}
+
+
+def test_no_file_beyond_the_largest_one_scaler_needs(tmp_path, monkeypatch):
+    cache = ForecastCache(tmp_path)
+    cache.save("a", a_store(rows=400))
+    monkeypatch.setattr(forecast_cache, "FILE_BYTES", 10_000)  # below the file: never read into memory
+    assert cache.load("a").chunks == {}
+    cache.save("b", a_store(rows=400))
+    assert not cache.load("b").chunks and len(list(tmp_path.glob("*.npz"))) == 1
