@@ -73,8 +73,8 @@ def advised_spec(spec_json: JSON, patch: str) -> PredictiveScalerSpec:
 class AdvisedSpecs:
     """Each scaler's advised spec, parsed once while neither its spec nor its patch changes: the parsed spec
     (:class:`~presage_scaler.controller.predictive_scaler_objects.SpecCache` keeps one object per
-    generation, so the same object means the same spec) and the patch name the entry. One entry per scaler,
-    replaced when either changes, like the controller's cache of parsed specs."""
+    generation, so the same object means the same spec) and the patch name the entry. One entry per scaler
+    whose advice is being scored, replaced when either changes and dropped when it is not scored."""
 
     def __init__(self) -> None:
         self._items: dict[str, tuple[PredictiveScalerSpec, str, PredictiveScalerSpec | SpecError]] = {}
@@ -91,6 +91,16 @@ class AdvisedSpecs:
         if isinstance(kept[2], SpecError):
             raise SpecError(kept[2].problems)  # a fresh one: the kept one's traceback does not grow
         return kept[2]
+
+    def forget(self, scaler: str) -> None:
+        """Drop ``scaler``'s entry: its advice is not scored now (none, another verdict, or judged)."""
+        self._items.pop(scaler, None)
+
+
+def _unscored(specs: AdvisedSpecs | None, scaler: str) -> None:
+    """Nothing is decided for ``scaler``'s advice at this evaluation: its advised spec need not stay parsed."""
+    if specs is not None:
+        specs.forget(scaler)
 
 
 def _shapes(requests: Sequence[ForecastRequest]) -> list[tuple[int, tuple[float, ...], int | None]]:
@@ -172,12 +182,15 @@ async def observe_advice(
         or advice.patch is None
         or advice.verdict not in (SCORED, *JUDGED)
     ):
+        _unscored(specs, scaler)
         return None
     now = current.generated_at
     ledger = AdviceLedger.from_status(advice.live, patch_digest(advice.patch), now, current_replicas)
     if ledger.judged:  # kept as judged: written again only to put its verdict back (live_fields)
+        _unscored(specs, scaler)
         return LiveAdvice(ledger, None, settings.service_level, now)
     if advice.verdict != SCORED:  # a verdict its record does not hold: not the controller's to score
+        _unscored(specs, scaler)
         return None
     try:
         if specs is None:

@@ -20,6 +20,7 @@ from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.backends.base import Forecast, ForecastRequest
 from presage_scaler.backends.seasonal_naive import SeasonalNaive
+from presage_scaler.controller import live_advice
 from presage_scaler.controller.live_advice import (
     AdvisedSpecs,
     LiveAdvice,
@@ -137,6 +138,23 @@ def test_the_advised_spec_is_parsed_once_while_neither_the_spec_nor_the_patch_ch
             specs.parsed("shop/web", spec, SPEC, bad)
         raised.append(caught.value)
     assert raised[0] is not raised[1]  # a fresh error each time, whose traceback does not grow
+
+
+def test_an_evaluation_parses_the_advised_spec_only_when_it_is_new_or_was_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parses = []
+    monkeypatch.setattr(live_advice, "advised_spec", lambda *args: parses.append(args) or advised_spec(*args))
+    spec, specs, backend = parse(PredictiveScalerSpec, SPEC), AdvisedSpecs(), Counted()
+    current = evaluated(SPEC, backend)
+
+    def observe(status: AdviceStatus) -> LiveAdvice | None:
+        return asyncio.run(observe_advice(spec, SPEC, status, current, 30, backend, None, "shop/web", specs=specs))
+
+    scored = advice({"spec": {"policy": {"headroom": "40%"}}})
+    assert observe(scored) is not None and observe(scored) is not None and len(parses) == 1
+    assert observe(advice({"spec": {"policy": {"headroom": "40%"}}}, verdict="Keep")) is None  # not scored: dropped
+    assert observe(scored) is not None and len(parses) == 2
 
 
 def test_an_advised_forecaster_forecasts_with_its_own_seasonal_naive() -> None:
