@@ -5,8 +5,9 @@ A chunk's numbers are a function of what its key digests (:func:`chunk_key`):
 
 * the code that makes them (:func:`code_digest`, every source file of presage), the pass's spec but
   its signal's ``history`` and its ``advice`` (neither is read by a forecast: the history only sets
-  how far back each decision reads, which the spans below say exactly), the backend's settings, the
-  levels, the trace's step, the signal's ratio to it and the chunk size;
+  how far back each decision reads, which the spans below say exactly), the lead time it resolved
+  to, the backend's settings, the levels, the trace's step, the signal's ratio to it and the chunk
+  size;
 * the decisions' times on the clock and, per decision, the trace steps its history reads (its span);
 * the trace's values and gaps over those steps (:meth:`presage_scaler.tune.days.Days.digest`).
 
@@ -62,6 +63,7 @@ def _identity(plan: Plan, backend: dict[str, object], levels: Sequence[float], s
         "asked": sorted(levels),
         "step": plan.trace.step.total_seconds(),
         "ratio": plan.ratio,
+        "lead": plan.lead.value.total_seconds(),  # an Observed lead time is the setup's, not the spec's
         "chunk": size,
     }
     made = hashlib.blake2b(code_digest(), digest_size=DIGEST_BYTES)
