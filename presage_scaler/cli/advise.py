@@ -115,13 +115,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-dir",
         type=Path,
         metavar="DIR",
-        help="keep each scaler's forecasts here for its next advice, which forecasts only the days that changed "
+        help="keep each scaler's forecasts here for its next advice, which forecasts again only the decisions whose "
+        "history changed "
         "(a directory that outlives the run, e.g. a PersistentVolumeClaim; default: none, every advice forecasts "
         "all of its lookback)",
     )
     parser.add_argument(
         "--cache-size",
         type=typed(parse_size),
+        metavar="BYTES",
         default=parse_size(DEFAULT_CACHE_SIZE),
         help=f"most bytes the --cache-dir files take; the least recently advised scalers' go first "
         f"(default: {DEFAULT_CACHE_SIZE})",
