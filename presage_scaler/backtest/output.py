@@ -223,7 +223,7 @@ def explanation(result: BacktestResult) -> list[str]:
         f"{policy.target_quantile:g} forecast {100 * covered.target:.1f} % of the time and the q"
         f"{policy.scale_down_quantile:g} forecast {100 * covered.scale_down:.1f} % ({covered.decisions} decisions, "
         f"{100 * covered.calibrated:.0f} % calibrated)",
-        f"what decided presage's count in the {decisions} decisions after the warm-up: "
+        f"decided by, in the {decisions} decisions after the warm-up: "
         + ", ".join(f"{name} {count} ({100 * count / decisions:.1f} %)" for name, count in counts.items()),
     ]
     if sentence := note(result.constraint_shares, policy):

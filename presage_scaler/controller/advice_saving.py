@@ -23,10 +23,11 @@ APPLIED = "Applied"
 def advice_saving(advice: AdviceStatus | None, spec: object) -> str | None:
     """The SAVING cell for ``advice`` on a scaler whose stored spec is ``spec``: ``"5.1%"`` (the
     held-out saving) while the spec lacks the advised changes, :data:`APPLIED` once it holds them,
-    ``"0%"`` with the verdict Keep; None without advice, or for a verdict that advises nothing."""
+    ``"0%"`` with the verdict Keep; None without advice, or for a verdict that advises nothing (or
+    advises what failed on live demand: FailedLive)."""
     if advice is None or advice.verdict == "Keep":
         return None if advice is None else "0%"
-    if advice.verdict != "Advised" or advice.saving is None:
+    if advice.verdict not in ("Advised", "Proven") or advice.saving is None:
         return None
     return APPLIED if holds_patch(spec, advice.patch) else f"{advice.saving:.1f}%"
 

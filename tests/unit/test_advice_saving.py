@@ -34,6 +34,13 @@ def test_the_saving_has_its_unit_until_the_advice_is_applied() -> None:
     assert advice_saving(advice("Advised"), applied) == APPLIED
 
 
+def test_a_proven_advice_shows_its_saving_and_applied_as_an_advised_one_and_a_failed_one_nothing() -> None:
+    applied = patched(SPEC, targetQuantile="0.95", headroom="5%")
+    assert (advice_saving(advice("Proven"), SPEC), advice_saving(advice("Proven"), applied)) == ("5.1%", APPLIED)
+    assert advice_saving(advice("FailedLive"), SPEC) is None
+    assert advice_saving(advice("FailedLive"), applied) is None  # rolled back or not: nothing to apply
+
+
 def test_applied_is_read_by_meaning_not_by_spelling() -> None:
     # The same values written otherwise, and a spec with more (defaults the API server filled in).
     spelled = patched(SPEC, targetQuantile="0.950", headroom="5%", minReplicas=1)

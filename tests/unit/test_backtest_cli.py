@@ -133,7 +133,7 @@ def test_the_same_decisions_are_counted_everywhere(run_dir, capsys):
     html = (run_dir / "report.html").read_text()
     for name, count in counts.items():
         assert f"<tr><td>{name}</td><td>{count}</td><td>{100 * shares[name]:.1f} %</td></tr>" in html
-    assert escape(f"what decided presage's count in the {after_warmup} decisions after the warm-up: ") in html
+    assert escape(f"decided by, in the {after_warmup} decisions after the warm-up: ") in html
 
 
 def test_the_table_is_printed_counting_the_summarys_decisions(tmp_path, capsys):
@@ -151,7 +151,7 @@ def test_the_table_is_printed_counting_the_summarys_decisions(tmp_path, capsys):
     counts, shares = presage["constraints"], presage["constraint_shares"]
     decisions = sum(counts.values())
     counted = ", ".join(f"{name} {counts[name]} ({100 * share:.1f} %)" for name, share in shares.items())
-    assert f"what decided presage's count in the {decisions} decisions after the warm-up: {counted}\n" in output
+    assert f"decided by, in the {decisions} decisions after the warm-up: {counted}\n" in output
 
 
 def test_a_scaler_yaml_with_overrides(tmp_path):
