@@ -30,7 +30,7 @@ import logging
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,10 @@ class ForecastStore:
     @property
     def kept(self) -> list[bytes]:
         return list(self._kept)
+
+    def keep_all(self) -> None:
+        """Keep every chunk a later run can take, used by this run or not (a run that stopped early)."""
+        self._kept.update(dict.fromkeys(key for key in self.chunks if key in self._keepable))
 
     def get(self, key: bytes) -> Chunk | None:
         found = self.chunks.get(key)
@@ -178,6 +182,26 @@ def _decode(data: bytes, owner: bytes, max_bytes: int) -> ForecastStore | None:
         chunks[key.tobytes()] = Chunk(windows[begin:end], bands[begin:end])
         begin = end
     return ForecastStore.holding(chunks)
+
+
+@contextlib.contextmanager
+def reusing(cache: ForecastCache | None, scaler: str) -> Iterator[ForecastStore | None]:
+    """The store of ``scaler``'s last run (None without a cache), kept for its next run when the block
+    ends: what a run that finished used, and after one that failed (a deadline passed) and made chunks,
+    those besides all it read, so that a run that stops early never keeps less than the one before."""
+    if cache is None:
+        yield None
+        return
+    store = cache.load(scaler)
+    finished = False
+    try:
+        yield store
+        finished = True
+    finally:
+        if not finished and store.made:
+            store.keep_all()
+        if finished or store.made:
+            cache.save(scaler, store)
 
 
 def cache_name(metadata: Mapping[str, Any]) -> str:

@@ -50,7 +50,7 @@ from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import PREDICTIVE_SCALERS
 from presage_scaler.tune.advice_body import advice_status, failed_status
 from presage_scaler.tune.errors import ERRORS, HistoryTooShort, TuneError
-from presage_scaler.tune.forecast_cache import ForecastCache, cache_name
+from presage_scaler.tune.forecast_cache import ForecastCache, cache_name, reusing
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.previous_advice import advise_after, previous_advice
 from presage_scaler.tune.search import Slo
@@ -413,10 +413,8 @@ def advice_from(
         jobs=max(1, options.jobs),
         memory_budget=options.memory_budget,
     )
-    store = None if options.cache is None else options.cache.load(cache_name(obj["metadata"]))
-    result = tune(trace, setup, progress, store)
-    if options.cache is not None and store is not None:
-        options.cache.save(cache_name(obj["metadata"]), store)
+    with reusing(options.cache, cache_name(obj["metadata"])) as store:
+        result = tune(trace, setup, progress, store)
     before = _mapping(obj.get("status")).get("advice")
     result, advice = advise_after(result, previous_advice(before, obj["spec"], backend))
     generation = int(obj["metadata"].get("generation") or 0)

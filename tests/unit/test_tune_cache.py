@@ -18,7 +18,7 @@ import pytest
 from presage_scaler.backtest.config import Overrides, backend_spec, scaler_spec
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune import forecast_cache
-from presage_scaler.tune.forecast_cache import Chunk, ForecastCache, ForecastStore
+from presage_scaler.tune.forecast_cache import Chunk, ForecastCache, ForecastStore, reusing
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
 from tests.unit.test_tune_parts import DAY, daily_trace
@@ -300,3 +300,34 @@ def test_no_file_beyond_the_largest_one_scaler_needs(tmp_path, monkeypatch):
     assert cache.load("a").chunks == {}
     cache.save("b", a_store(rows=400))
     assert not cache.load("b").chunks and len(list(tmp_path.glob("*.npz"))) == 1
+
+
+class Stopped(Exception):
+    """What a deadline passing mid-run raises from the progress report."""
+
+
+def test_a_run_stopped_early_keeps_what_it_made_and_what_it_read(trace, tmp_path):
+    cache = ForecastCache(tmp_path)
+    with reusing(cache, "a") as store:
+        assert store is not None
+        tune(window(trace, 0, 9), setup_for(trace), store=store)
+    before = set(cache.load("a").chunks)
+    reports = []
+
+    def stop_at_the_second_pass(step: str, done: int, total: int) -> None:
+        reports.append(step)
+        if len(set(reports)) > 1:  # a deadline passing once the first setting is forecast
+            raise Stopped
+
+    with pytest.raises(Stopped), reusing(cache, "a") as store:
+        assert store is not None
+        tune(window(trace, 1, 9), setup_for(trace), stop_at_the_second_pass, store=store)
+    assert store.made > 0
+    after = set(cache.load("a").chunks)
+    assert before < after  # nothing it read lost, what it made kept
+    with pytest.raises(Stopped), reusing(cache, "a") as store:
+        raise Stopped  # stopped before making anything: the file stays as it was
+    assert set(cache.load("a").chunks) == after
+    assert ForecastCache(tmp_path / "none").load("a").chunks == {}
+    with reusing(None, "a") as nothing:
+        assert nothing is None
