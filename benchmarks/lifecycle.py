@@ -64,11 +64,15 @@ from presage_scaler.controller.live_advice import AdvisedSpecs, live_fields, obs
 from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.series.timegrid import align_down, steps_for
 from presage_scaler.tune.advice_body import failed_status
+from presage_scaler.tune.errors import HistoryTooShort
 from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, advice_spec, due
 
 ADVISOR_PERIOD = timedelta(hours=1)
 """How often presage advise runs: the chart's ``advise.schedule`` (hourly)."""
 NAMESPACE, NAME = "bench", "life"
+WAITING = "WaitingForHistory"
+"""An attempt that failed for want of history (:class:`~presage_scaler.tune.errors.HistoryTooShort`), which
+presage advise counts as waiting rather than failed; any other failure is ``AdviceFailed``."""
 
 Advisor = Callable[[Trace, dict[str, Any], dict[str, Any], datetime], dict[str, Any]]
 """What presage advise writes into ``status.advice`` for the scaler object (wire form) whose signal's
@@ -217,7 +221,7 @@ class Lifecycle:
             body = self._advisor(history, self._cluster.obj, backend, now)
         except Exception as exc:  # as presage advise: one failed attempt writes its error
             self._cluster.patch_advice(failed_status(str(exc)[:1024], now))
-            self._note(now, "AdviceFailed", str(exc))
+            self._note(now, WAITING if isinstance(exc, HistoryTooShort) else "AdviceFailed", str(exc))
             return
         self._cluster.patch_advice(body)
         patch = body.get("patch")

@@ -22,6 +22,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.backtest.config import Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.runner import Plan, Setup, plan, run_presage
 from presage_scaler.backtest.trace import Trace
+from presage_scaler.tune.errors import HistoryTooShort
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 START = datetime(2026, 3, 2, tzinfo=UTC)
@@ -116,16 +117,23 @@ def test_a_miss_after_the_apply_restores_the_spec_and_fails_the_advice(lifecycle
     assert advice["applied"]["rolledBack"] and advice["applied"]["misses"] > 0
 
 
-def test_a_failing_advise_is_retried_hourly_and_noted_once(lifecycle: ModuleType) -> None:
+@pytest.mark.parametrize(
+    ("error", "noted"),
+    [(ValueError, "AdviceFailed"), (HistoryTooShort, "WaitingForHistory")],
+    ids=["failed", "waiting"],
+)
+def test_a_failing_advise_is_retried_hourly_and_noted_once(
+    lifecycle: ModuleType, error: type[Exception], noted: str
+) -> None:
     trace = daily(1)
     start = starting(trace)
     cluster = cluster_for(lifecycle, start)
 
     def failing(history: Trace, obj: dict[str, Any], backend: dict[str, Any], now: datetime) -> dict[str, Any]:
-        raise ValueError(f"only {len(history)} points")
+        raise error(f"only {len(history)} points")
 
     life = lifecycle.live(trace, start, cluster, failing)
-    assert [event.what for event in life.events] == ["AdviceFailed"]
+    assert [event.what for event in life.events] == [noted]
     assert life.advice_runs == 23  # every hour after the first, within the day
     assert cluster.obj["status"]["advice"]["error"].startswith("only ")
     assert cluster.generation == 1
