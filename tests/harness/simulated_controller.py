@@ -3,8 +3,9 @@ once per call, at whatever time the test sets, with the production reconciler an
 ServiceAccount from ``manifests/`` (so its spec patches meet the RBAC presage ships).
 
 The running controller (:func:`presage_scaler.controller.app.running`) watches a namespace with no scaler
-in it and lends the test's :class:`ScalerController` its API client and its ForecastBackend cache; the
-test feeds the scaler's newer versions to the evaluations as the watch would (:class:`SimulatedScaler`).
+in it and lends the test's :class:`ScalerController` (:func:`scaler_controller`) its API client and its
+ForecastBackend cache; the test feeds the scaler's newer versions to the evaluations as the watch would
+(:class:`SimulatedScaler`).
 """
 
 from __future__ import annotations
@@ -61,21 +62,26 @@ async def simulated_controller(
     prometheus = PrometheusClientPool()
     try:
         async with running(options) as app:
-            yield (
-                app,
-                ScalerController(
-                    app.client,
-                    RecommendationStore(),
-                    app.backends,
-                    prometheus,
-                    EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
-                    ScalerMetrics(),
-                    clock=lambda: now[0],
-                    staleness=WRITES_EVERY_EVALUATION,
-                ),
-            )
+            yield app, scaler_controller(app, prometheus, now)
     finally:
         await prometheus.aclose()
+
+
+def scaler_controller(
+    app: RunningController, prometheus: PrometheusClientPool, now: list[datetime]
+) -> ScalerController:
+    """A :class:`ScalerController` of the test's own on the simulated clock ``now[0]``, with ``app``'s API
+    client and ForecastBackend cache; every evaluation writes its status, and every Event is sent."""
+    return ScalerController(
+        app.client,
+        RecommendationStore(),
+        app.backends,
+        prometheus,
+        EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
+        ScalerMetrics(),
+        clock=lambda: now[0],
+        staleness=WRITES_EVERY_EVALUATION,
+    )
 
 
 class SimulatedScaler:

@@ -10,14 +10,11 @@ simulated clock over history backfilled into Prometheus, one evaluation a minute
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,24 +24,9 @@ import pytest
 from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler_status import AdviceApplied
-from presage_scaler.clients.kube.events import EventRecorder
-from presage_scaler.clients.prometheus import PrometheusClientPool
-from presage_scaler.controller.app import ControllerOptions, RunningController, running
-from presage_scaler.controller.forecast_backend_controller import BackendController, BackendUnusable
-from presage_scaler.controller.predictive_scaler_controller import ScalerController
-from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
-from presage_scaler.observability.metrics import ScalerMetrics
-from presage_scaler.serving.store import RecommendationStore
-from tests.harness.presage_cluster import (
-    REPO,
-    WRITES_EVERY_EVALUATION,
-    apply,
-    deployment,
-    get,
-    predictive_scaler,
-    unique,
-)
+from tests.harness.presage_cluster import REPO, apply, deployment, get, predictive_scaler, unique
 from tests.harness.prometheus import Series
+from tests.harness.simulated_controller import SimulatedScaler, simulated_controller, usable
 
 pytestmark = pytest.mark.integration
 
@@ -109,82 +91,6 @@ def applied_of(obj: dict[str, Any]) -> AdviceApplied | None:
     return parse(AdviceApplied, raw) if raw is not None else None
 
 
-async def usable(backends: BackendController, name: str, timeout: float = 60.0) -> None:
-    """Wait until the controller's ForecastBackend cache has probed ``name``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            backends.backend_for(name)
-            return
-        except BackendUnusable as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"ForecastBackend {name} never became usable: {exc}") from exc
-        await asyncio.sleep(0.2)
-
-
-class SimulatedEvaluations:
-    """One scaler evaluated by a controller of our own at simulated times, its entry fed the object's
-    newer versions as the watch would."""
-
-    def __init__(self, controller: ScalerController, cluster, name: str, namespace: str) -> None:
-        self._controller = controller
-        self._cluster = cluster
-        self._name = name
-        self._namespace = namespace
-        obj = self.read()
-        self._entry = ScalerEntry(obj=obj, generation=obj["metadata"]["generation"])
-
-    def read(self) -> dict[str, Any]:
-        return get(self._cluster, "predictivescaler", self._name, self._namespace)
-
-    async def evaluate(self) -> dict[str, Any]:
-        """Evaluate once; the object as the API server then holds it."""
-        await self._controller.reconcile(self._entry)
-        obj = self.read()
-        if obj["metadata"]["resourceVersion"] != self._entry.obj["metadata"]["resourceVersion"]:
-            self._entry.keep(obj)
-            self._entry.generation = obj["metadata"]["generation"]
-        return obj
-
-
-@contextlib.asynccontextmanager
-async def simulated_controller(
-    cluster, now: list[datetime]
-) -> AsyncIterator[tuple[RunningController, ScalerController]]:
-    """A controller of our own on the simulated clock ``now[0]``, with the ServiceAccount token of
-    ``manifests/``: the running controller watches no scaler (another namespace) and lends ours its client
-    and its ForecastBackend cache."""
-    cluster.kubectl("apply", "-k", str(REPO / "manifests"))
-    kubeconfig = cluster.kubeconfig_for_token(cluster.service_account_token("presage-system", "presage-scaler"))
-    options = ControllerOptions(
-        kubeconfig=kubeconfig,
-        namespaces=(unique("elsewhere"),),
-        grpc_port=0,
-        http_port=0,
-        health_port=0,
-        leader_elect=False,
-        probe_period=1.0,
-    )
-    prometheus = PrometheusClientPool()
-    try:
-        async with running(options) as app:
-            yield (
-                app,
-                ScalerController(
-                    app.client,
-                    RecommendationStore(),
-                    app.backends,
-                    prometheus,
-                    EventRecorder(app.client, host="test", min_spacing=timedelta(0)),
-                    ScalerMetrics(),
-                    clock=lambda: now[0],
-                    staleness=WRITES_EVERY_EVALUATION,
-                ),
-            )
-    finally:
-        await prometheus.aclose()
-
-
 def advised_scaler(
     cluster,
     namespace: str,
@@ -230,7 +136,7 @@ async def test_a_proven_advice_is_applied_and_rolled_back_after_a_live_miss(
     try:
         async with simulated_controller(cluster, now) as (app, controller):
             await usable(app.backends, backend_name)
-            scaler_runs = SimulatedEvaluations(controller, cluster, "web", ns)
+            scaler_runs = SimulatedScaler(controller, cluster, "web", ns)
 
             # Proven: applied at the first evaluation, the advised backend created first.
             obj = await scaler_runs.evaluate()
@@ -310,7 +216,7 @@ async def test_a_patch_the_api_server_refuses_is_said_in_an_event(
     now = [START]
     async with simulated_controller(cluster, now) as (app, controller):
         await usable(app.backends, backend_name)
-        obj = await SimulatedEvaluations(controller, cluster, "web", ns).evaluate()
+        obj = await SimulatedScaler(controller, cluster, "web", ns).evaluate()
     assert obj["spec"] == before["spec"] and applied_of(obj) is None
     assert obj["status"]["recommendedReplicas"] >= 5  # the evaluation itself succeeded
     [event] = events(cluster, ns, "AdviceNotApplied")
@@ -331,7 +237,7 @@ async def test_an_advice_proven_on_live_demand_is_applied_as_it_is_proven(
     now = [START]
     async with simulated_controller(cluster, now) as (app, controller):
         await usable(app.backends, backend_name)
-        runs = SimulatedEvaluations(controller, cluster, "web", ns)
+        runs = SimulatedScaler(controller, cluster, "web", ns)
         for minute in range(0, 70):
             now[0] = START + timedelta(minutes=minute)
             obj = await runs.evaluate()

@@ -39,6 +39,7 @@ from tests.harness.presage_cluster import (
     scaler_table,
 )
 from tests.harness.prometheus import Series
+from tests.harness.simulated_controller import scaler_controller
 
 pytestmark = pytest.mark.integration
 
@@ -391,16 +392,7 @@ async def test_an_advice_is_scored_on_live_demand_until_proven_or_failed(
             what="the backend probe",
         )
         pool = PrometheusClientPool()
-        controller = ScalerController(
-            app.client,
-            RecommendationStore(),
-            app.backends,
-            pool,
-            EventRecorder(app.client, host="simulated", min_spacing=timedelta(0)),
-            ScalerMetrics(),
-            clock=lambda: now[0],
-            staleness=WRITES_EVERY_EVALUATION,
-        )
+        controller = scaler_controller(app, pool, now)
         try:
             for k in range(13):  # from the first evaluation to an hour after it
                 now[0] = start + k * timedelta(minutes=5)
