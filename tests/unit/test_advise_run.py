@@ -21,7 +21,7 @@ from aiohttp import web
 from presage_scaler.api.advice_scope import NOT_SINGLE_SIGNAL
 from presage_scaler.clients.kube.credentials import KubeConfig
 from presage_scaler.tune.in_cluster_advisor import FIELD_MANAGER, AdviseOptions, advise_cluster
-from tests.harness.local_http import serving
+from tests.harness.local_http import Handler, serving
 
 NOW = datetime(2026, 12, 6, 12, tzinfo=UTC)
 SCALERS = "/apis/scaling.presage.sh/v1alpha1/predictivescalers"
@@ -46,6 +46,18 @@ def scaler(name: str, address: str = "http://127.0.0.1:9", **status: Any) -> dic
 def status(code: int, reason: str, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message}
     return web.json_response(body, status=code)
+
+
+async def advise_through(api_server: Handler) -> int:
+    """One ``presage advise`` run at :data:`NOW` against the API server ``api_server`` answers for; its
+    exit status."""
+    async with serving(api_server) as url:
+        return await advise_cluster(
+            KubeConfig(server=url),
+            AdviseOptions(deadline=timedelta(seconds=30)),
+            listing_only=False,
+            clock=lambda: NOW,
+        )
 
 
 async def test_a_broken_listing_and_a_refused_write_stop_only_what_they_touch(
@@ -78,13 +90,7 @@ async def test_a_broken_listing_and_a_refused_write_stop_only_what_they_touch(
             return web.json_response(json.loads(await request.read()), status=201)
         return status(404, "NotFound", request.path)
 
-    async with serving(api_server) as url:
-        code = await advise_cluster(
-            KubeConfig(server=url),
-            AdviseOptions(deadline=timedelta(seconds=30)),
-            listing_only=False,
-            clock=lambda: NOW,
-        )
+    code = await advise_through(api_server)
     out, err = capsys.readouterr()
     assert code == 1
     last = "shard 0 of 1: 0 advised, 3 failed, 0 not due, 0 waiting for history, 0 skipped; listing failed"
@@ -158,13 +164,7 @@ async def test_shadow_is_advised_by_default_and_what_is_not_advised_is_never_rea
                 return web.json_response(json.loads(await request.read()), status=201)
             return status(404, "NotFound", request.path)
 
-        async with serving(api_server) as url:
-            code = await advise_cluster(
-                KubeConfig(server=url),
-                AdviseOptions(deadline=timedelta(seconds=30)),
-                listing_only=False,
-                clock=lambda: NOW,
-            )
+        code = await advise_through(api_server)
     out, _ = capsys.readouterr()
     assert code == 1  # the TimesFM scaler failed
     # Prometheus answers with no samples: the two advised scalers read their own lookbacks and fail there.
