@@ -224,34 +224,38 @@ def test_a_corrupt_file_is_ignored(tmp_path, spoil, caplog):
     assert "ignoring" in caplog.text
 
 
-def test_a_foreign_or_tampered_file_is_ignored(tmp_path):
-    cache = ForecastCache(tmp_path)
+def saved_arrays(cache: ForecastCache) -> tuple[Path, dict[str, np.ndarray]]:
+    """Scaler "a"'s store saved in ``cache``: its file, and the arrays in it."""
     cache.save("a", a_store())
     path = cache_file(cache)
     with np.load(path) as loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
-    np.savez(path.with_suffix(".tmp.npz"), other=np.arange(3))
+        return path, {name: loaded[name] for name in loaded.files}
+
+
+def rewrite(path: Path, **arrays: np.ndarray) -> None:
+    """Replace the file at ``path`` with an npz of ``arrays``."""
+    np.savez(path.with_suffix(".tmp.npz"), **arrays)
     path.with_suffix(".tmp.npz").replace(path)
+
+
+def test_a_foreign_or_tampered_file_is_ignored(tmp_path):
+    cache = ForecastCache(tmp_path)
+    path, arrays = saved_arrays(cache)
+    rewrite(path, other=np.arange(3))
     assert cache.load("a").chunks == {}  # an npz that is not ours
     arrays["windows"] = arrays["windows"] + 1.0  # numbers changed, digest kept
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+    rewrite(path, **arrays)
     assert cache.load("a").chunks == {}
     arrays["owner"] = np.frombuffer(b"b", dtype=np.uint8)  # another scaler's file under this name
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+    rewrite(path, **arrays)
     assert cache.load("a").chunks == {}
 
 
 def test_a_pickle_is_never_loaded(tmp_path):
     cache = ForecastCache(tmp_path)
-    cache.save("a", a_store())
-    path = cache_file(cache)
-    with np.load(path) as loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
+    path, arrays = saved_arrays(cache)
     arrays["keys"] = np.array([object()], dtype=object)
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+    rewrite(path, **arrays)
     assert cache.load("a").chunks == {}
 
 
