@@ -40,6 +40,7 @@ import numpy as np
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
+from presage_scaler.api.quantities import format_duration
 from presage_scaler.backtest.baselines import DEFAULT_TRIGGER_UTILIZATION
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, make_backend, scaler_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint
@@ -51,6 +52,7 @@ from presage_scaler.backtest.simulator import Simulation
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.chunk_reuse import ChunkedPass
 from presage_scaler.tune.days import Days
+from presage_scaler.tune.errors import HistoryTooShort
 from presage_scaler.tune.forecast_cache import ForecastStore
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, knobs_of, require_tunable
 from presage_scaler.tune.measure import Part, Served, measure
@@ -444,6 +446,17 @@ def _prefix(trace: Trace, steps: int) -> Trace:
     return replace(trace, values=trace.values[:steps], gaps=trace.gaps[:steps])
 
 
+def _require_past_warmup(trace: Trace, warmup: timedelta) -> None:
+    """A history no longer than the warm-up is one that has not recorded enough yet, as one too short to
+    hold out a part is: :class:`HistoryTooShort`, which ``presage advise`` counts as waiting, not failed
+    (a scaler advised by default from its first day would otherwise fail every run of its first week)."""
+    if len(trace) * trace.step <= warmup:
+        raise HistoryTooShort(
+            f"the history ({format_duration(len(trace) * trace.step)}) is not longer than the warm-up "
+            f"({format_duration(warmup)}): give a longer trace or a shorter --warmup"
+        )
+
+
 def tune(
     trace: Trace, setup: TuneSetup, progress: Progress | None = None, store: ForecastStore | None = None
 ) -> TuneResult:
@@ -459,6 +472,7 @@ def tune(
     ``store``: forecasts to take where they are the ones this run makes, and where those it makes go
     (module docstring); ignored for a trace whose steps are off the clock's grid."""
     require_tunable(setup.backend)
+    _require_past_warmup(trace, setup.warmup)
     began = time.perf_counter()
     # Where the warm-up ends depends on the spec's resolution, not on anything the trace sets.
     provisional = scaler_spec(trace, setup.spec, setup.overrides)

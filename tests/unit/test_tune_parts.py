@@ -16,13 +16,14 @@ from presage_scaler.api.quantities import Amount
 from presage_scaler.backtest.config import Overrides, backend_spec, make_backend, scaler_spec
 from presage_scaler.backtest.runner import Setup, plan
 from presage_scaler.backtest.trace import Trace
-from presage_scaler.tune.errors import TuneError
+from presage_scaler.tune.errors import HistoryTooShort, TuneError
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs, history_for, knobs_of
 from presage_scaler.tune.output import judged
 from presage_scaler.tune.report import frontier
 from presage_scaler.tune.search import ALIKE, CONFIDENCE, Figures, Slo, choose, rate_bound, spells
 from presage_scaler.tune.space import forecasters
 from presage_scaler.tune.split import split
+from presage_scaler.tune.tuner import TuneSetup, tune
 
 STEP = timedelta(minutes=5)
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -271,3 +272,15 @@ def test_the_start_stays_when_it_meets_the_level_for_at_most_alike_more():
     # A start that misses the level is no reason to stay.
     missing = [(START_KNOBS, figures(101.0, under=3.0)), (cheap, figures(100.0))]
     assert choose(missing, START_KNOBS, Slo(1.0)) == cheap
+
+
+def test_a_history_no_longer_than_the_warm_up_is_waiting_for_history_not_a_failure():
+    """A scaler advised from its first day has less history than the warm-up for a week: that is
+    HistoryTooShort, which presage advise counts as waiting, never a failed advice."""
+    trace = daily_trace(2)
+    spec = default_spec(trace).to_wire()
+    setup = TuneSetup(
+        spec=spec, overrides=Overrides(), backend=backend_spec(None), slo=Slo(1.0), warmup=timedelta(days=2)
+    )
+    with pytest.raises(HistoryTooShort, match=r"history \(48h\) is not longer than the warm-up \(48h\)"):
+        tune(trace, setup)
