@@ -34,7 +34,7 @@ from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import backend_spec
 from presage_scaler.tune.advice_body import patch_text, spec_patch
 from presage_scaler.tune.errors import TuneError
-from presage_scaler.tune.held_out import misses
+from presage_scaler.tune.held_out import check
 from presage_scaler.tune.knobs import Knobs, knobs_of
 from presage_scaler.tune.search import ALIKE, choose
 from presage_scaler.tune.tuner import Trial, TuneResult
@@ -128,12 +128,14 @@ def without_failed(result: TuneResult, failed: Knobs) -> TuneResult:
 
 
 def still_alike(result: TuneResult, trial: Trial) -> bool:
-    """Whether ``trial`` (the previously advised spec) meets the service level in-sample and held out and
-    costs at most ALIKE more than the choice in-sample."""
+    """Whether ``trial`` (the previously advised spec) meets the service level in-sample, passes the
+    held-out check as the choice (:func:`~presage_scaler.tune.held_out.check`: met the level there and
+    cost no more than the starting spec where it claims to save, so that keeping it is still advice),
+    and costs at most ALIKE more than the choice in-sample."""
     limit = result.chosen.in_sample.replica_hours * (1 + ALIKE)
     return (
         result.slo.met(trial.in_sample)
-        and not misses(trial.held_out, result.slo)
+        and not check(replace(result, chosen=trial)).failed
         and trial.in_sample.replica_hours <= limit
     )
 

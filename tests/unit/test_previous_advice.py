@@ -12,6 +12,7 @@ import pytest
 from presage_scaler.api.advice_patch import patch_digest
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.tune.advice_body import advice_status, spec_patch
+from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import backend_name, forecaster_changed
 from presage_scaler.tune.previous_advice import (
     CHOSEN_CAPACITY,
@@ -87,10 +88,13 @@ def test_the_previous_advice_is_kept_while_the_part_chosen_on_cannot_tell_it_fro
     _, advice = advise_after(ran, previous)
     assert advice.message.startswith(kept.note)
 
+    dearer = _with(alike, "held_out", replica_hours=result.default.held_out.replica_hours * 1.01)
+    assert check(replace(ran, chosen=dearer)).dearer  # kept, it would be a HeldOutFailed advice
     for changed in (
         _with(alike, "in_sample", replica_hours=limit * 1.001),  # dearer than ALIKE in-sample
         _with(alike, "held_out", under_pct=1.5),  # missed the level held out
         _with(alike, "in_sample", under_pct=50.0),  # missed it in-sample
+        dearer,  # cost more held out than the starting spec it claims to save on
     ):
         trials = tuple(changed if t.knobs == other.knobs else t for t in result.trials)
         assert reconsider(replace(result, trials=trials), previous).result.chosen == result.chosen
