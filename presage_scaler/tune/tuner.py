@@ -263,36 +263,43 @@ def _outcomes(counts: np.ndarray, served: Served, parts: Sequence[Part]) -> list
     ]
 
 
-def _forecast_elsewhere(
-    trace: Trace,
-    spec_wire: dict[str, Any],
-    backend_wire: dict[str, Any],
-    boot_delay: timedelta | None,
-    warmup: timedelta,
-    levels: Sequence[float],
-    skip: int,
-) -> Forecasts:
-    """:func:`forecast` in a worker process: wire forms and plain values travel, the models are
-    parsed again there."""
-    spec = parse(PredictiveScalerSpec, spec_wire, path="spec")
-    backend = parse(ForecastBackendSpec, backend_wire, path="spec")
-    return forecast(plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup)), levels, skip)
+@dataclass(frozen=True)
+class _PassWire:
+    """A pass as it travels to a worker process: wire forms and plain values, which pickle; the models
+    are parsed again there (:meth:`plan`)."""
+
+    trace: Trace
+    spec_wire: dict[str, Any]
+    backend_wire: dict[str, Any]
+    boot_delay: timedelta | None
+    warmup: timedelta
+
+    @classmethod
+    def of(cls, trace: Trace, setup: TuneSetup, each: _Pass) -> _PassWire:
+        return cls(
+            trace=replace(trace, step=_plain(trace.step)),
+            spec_wire=each.spec_wire,
+            backend_wire=each.forecaster.backend_wire(),
+            boot_delay=None if setup.boot_delay is None else _plain(setup.boot_delay),
+            warmup=_plain(setup.warmup),
+        )
+
+    def plan(self) -> Plan:
+        spec = parse(PredictiveScalerSpec, self.spec_wire, path="spec")
+        backend = parse(ForecastBackendSpec, self.backend_wire, path="spec")
+        return plan(self.trace, Setup(spec, make_backend(backend), self.boot_delay, self.warmup))
+
+
+def _forecast_elsewhere(wire: _PassWire, levels: Sequence[float], skip: int) -> Forecasts:
+    """:func:`forecast` in a worker process."""
+    return forecast(wire.plan(), levels, skip)
 
 
 def _forecast_runs_elsewhere(
-    trace: Trace,
-    spec_wire: dict[str, Any],
-    backend_wire: dict[str, Any],
-    boot_delay: timedelta | None,
-    warmup: timedelta,
-    levels: Sequence[float],
-    runs: Sequence[tuple[int, int, int]],
-    size: int,
+    wire: _PassWire, levels: Sequence[float], runs: Sequence[tuple[int, int, int]], size: int
 ) -> list[Forecasts]:
     """:meth:`ChunkedPass.forecast` of each of ``runs`` (``range`` arguments) in a worker process."""
-    spec = parse(PredictiveScalerSpec, spec_wire, path="spec")
-    backend = parse(ForecastBackendSpec, backend_wire, path="spec")
-    the_plan = plan(trace, Setup(spec, make_backend(backend), boot_delay, warmup))
+    the_plan = wire.plan()
     return [forecast(the_plan, levels, decisions=range(*run), chunk=size) for run in runs]
 
 
@@ -354,19 +361,9 @@ def _forecast(
         if workers > 0:
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
             stack.callback(pool.shutdown, cancel_futures=True)
-            plain = replace(trace, step=_plain(trace.step))
-            boot_delay = None if setup.boot_delay is None else _plain(setup.boot_delay)
             for later in passes[1:]:
-                pending[later.forecaster] = pool.submit(
-                    _forecast_elsewhere,
-                    plain,
-                    later.spec_wire,
-                    later.forecaster.backend_wire(),
-                    boot_delay,
-                    _plain(setup.warmup),
-                    tuple(levels),
-                    later.skip,
-                )
+                wire = _PassWire.of(trace, setup, later)
+                pending[later.forecaster] = pool.submit(_forecast_elsewhere, wire, tuple(levels), later.skip)
         for each in passes:
             if each.forecaster in pending:
                 numbers = pending.pop(each.forecaster).result()
@@ -396,24 +393,12 @@ def _forecast_stored(
         if workers > 0:
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
             stack.callback(pool.shutdown, cancel_futures=True)
-            plain = replace(trace, step=_plain(trace.step))
-            boot_delay = None if setup.boot_delay is None else _plain(setup.boot_delay)
             for index in range(1, len(passes)):
                 if runs := chunked[index].missing(store):
-                    pending[index] = (
-                        runs,
-                        pool.submit(
-                            _forecast_runs_elsewhere,
-                            plain,
-                            passes[index].spec_wire,
-                            passes[index].forecaster.backend_wire(),
-                            boot_delay,
-                            _plain(setup.warmup),
-                            tuple(levels),
-                            [(run.start, run.stop, run.step) for run in runs],
-                            chunked[index].size,
-                        ),
-                    )
+                    wire = _PassWire.of(trace, setup, passes[index])
+                    ranges = [(run.start, run.stop, run.step) for run in runs]
+                    future = pool.submit(_forecast_runs_elsewhere, wire, tuple(levels), ranges, chunked[index].size)
+                    pending[index] = (runs, future)
         made: dict[ForecasterKnobs, Forecasts] = {}
         for index, (each, cut) in enumerate(zip(passes, chunked, strict=True)):
             if index in pending:

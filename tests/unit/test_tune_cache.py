@@ -107,6 +107,14 @@ def test_a_day_later_the_run_takes_the_unchanged_days_and_chooses_as_from_nothin
     assert 0 < warm_store.made < cold_store.made  # the days read alike were taken, the new ones made
 
 
+def test_passes_forecast_in_workers_choose_as_those_forecast_here(trace, cold_today):
+    """With two jobs every pass after the first is forecast in a worker process, from its wire form,
+    chunk by chunk into the store: the run chooses as the one forecast here."""
+    store = ForecastStore()
+    same_choices(tune(window(trace, 1, 9), setup_for(trace, jobs=2), store=store), cold_today[0])
+    assert store.made > 0
+
+
 def _tune_in_a_new_process(directory: Path, today: Trace, setup: TuneSetup) -> tuple[TuneResult, int, int]:
     store = ForecastCache(directory).load("shop/web")
     result = tune(today, setup, store=store)
