@@ -37,7 +37,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from presage_scaler.api.predictive_scaler_status import (
     ADVICE_LIVE_MAX_PENDING,
@@ -49,6 +48,7 @@ from presage_scaler.engine.advice_proof import live_judgement
 from presage_scaler.engine.evaluator import Recommendation, SignalData
 from presage_scaler.engine.policy import PolicyState
 from presage_scaler.engine.shadow import first_sample_at_or_after, required_replicas, unobservable
+from presage_scaler.engine.status_record import StatusRecord
 
 PROVING: LiveVerdict = "Proving"
 SECONDS_PER_HOUR = 3600
@@ -100,7 +100,7 @@ def _scored_alike(earlier: PairedDecision, later: PairedDecision, data: Sequence
 
 
 @dataclass
-class AdviceLedger:
+class AdviceLedger(StatusRecord):
     """The live record of one advice (module docstring). Restore it with :meth:`from_status`, decide
     with the advised spec from :attr:`replicas` and :attr:`state`, :meth:`observe` both decisions,
     :meth:`judge`, and write :meth:`status_patch` to ``status.advice.live``."""
@@ -285,8 +285,3 @@ class AdviceLedger:
             under_provisioned=self.under_provisioned,
             verdict=self.verdict,
         )
-
-    def status_patch(self) -> dict[str, Any]:
-        """``status.advice.live`` for a JSON merge patch: every field present, null where absent, so
-        nothing of the previous record survives the merge (lists are replaced whole)."""
-        return self.to_status().model_dump(by_alias=True, mode="json")

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from presage_scaler.api.binding_constraints import FORECAST, Constraint
 from presage_scaler.api.predictive_scaler_status import DECIDED_BY_HOURS, DecidedBy, DecidedHour, DecidedShare
+from presage_scaler.engine.status_record import StatusRecord
 from presage_scaler.series.timegrid import align_down
 
 HOUR = timedelta(hours=1)
@@ -45,7 +45,7 @@ def _hour_of(moment: datetime) -> datetime | None:
         return None
 
 
-class DecidedByLedger:
+class DecidedByLedger(StatusRecord):
     """Hourly decision counts for one PredictiveScaler.
 
     Restore it with :meth:`from_status` from the status the evaluation started from, call
@@ -114,8 +114,3 @@ class DecidedByLedger:
             or None,
             shares=[DecidedShare(constraint=name, share=100 * share) for name, share in self.shares().items()] or None,
         )
-
-    def status_patch(self) -> dict[str, Any]:
-        """``.status.decidedBy`` for a JSON merge patch: every field present, null where absent, and the
-        hours' counts replaced whole, so nothing of the previous status survives the merge."""
-        return self.to_status().model_dump(by_alias=True, mode="json")

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from presage_scaler.api.predictive_scaler import PolicySpec
 from presage_scaler.api.predictive_scaler_status import (
@@ -44,6 +43,7 @@ from presage_scaler.api.predictive_scaler_status import (
 )
 from presage_scaler.engine.evaluator import Recommendation, SignalData
 from presage_scaler.engine.policy import whole_replicas
+from presage_scaler.engine.status_record import StatusRecord
 from presage_scaler.series.timegrid import align_down, steps_for
 
 BUCKET = timedelta(hours=1)
@@ -241,7 +241,7 @@ def unobservable(data: Sequence[SignalData], moment: datetime, now: datetime) ->
     return False
 
 
-class ShadowLedger:
+class ShadowLedger(StatusRecord):
     """Pending predictions and hourly score aggregates for one PredictiveScaler.
 
     Restore it with :meth:`from_status` from the status the evaluation started from, call
@@ -372,11 +372,6 @@ class ShadowLedger:
             samples=summary.samples,
             window_start=summary.window_start,
         )
-
-    def status_patch(self) -> dict[str, Any]:
-        """``.status.shadow`` for a JSON merge patch: every field present, null where absent, so
-        nothing from the previous status survives the merge (lists are replaced whole)."""
-        return self.to_status().model_dump(by_alias=True, mode="json")
 
     @classmethod
     def from_status(cls, status: ShadowStatus | None) -> ShadowLedger:
