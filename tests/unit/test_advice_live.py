@@ -8,7 +8,6 @@ import functools
 import json
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,35 +18,17 @@ from presage_scaler.api.predictive_scaler_status import (
     AdviceLive,
     PredictiveScalerStatus,
 )
-from presage_scaler.api.prometheus_query import PrometheusQuery
-from presage_scaler.backends.base import History
 from presage_scaler.controller.status_cadence import merge_patch, replacing, visible_key
 from presage_scaler.engine.advice_live import AdviceLedger, PairedDecision
-from presage_scaler.engine.evaluator import SignalData, SignalSpec
+from tests.unit.test_shadow import DEMAND, LEAD, MIN, T0, evaluation_time, signal
 
-MIN = timedelta(minutes=1)
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-LEAD = timedelta(minutes=2)
-QUERY = PrometheusQuery(address="http://prometheus:9090", query="sum(rate(requests_total[1m]))")
 DIGEST = patch_digest('{"spec":{"policy":{"targetQuantile":"0.8"}}}')
 
-# Demand per minute from 12:00, 10 units per replica: required replicas [1, 1, 2, 4, 4, 3, 2, 2, 1, 1].
-DEMAND = [10.0, 10.0, 20.0, 40.0, 40.0, 30.0, 20.0, 20.0, 10.0, 10.0]
-# Evaluation k runs at 12:0k:30 and decides for 12:0k:30 + 2m, scored at the next sample: minute k + 3,
-# where [4, 4, 3, 2, 2, 1] replicas were required.
+# test_shadow's demand: required replicas [1, 1, 2, 4, 4, 3, 2, 2, 1, 1] from 12:00. Evaluation k runs at
+# 12:0k:30 and decides for 12:0k:30 + 2m, scored at the next sample: minute k + 3, where [4, 4, 3, 2, 2, 1]
+# replicas were required.
 ADVISED = [4, 4, 3, 2, 2, 1]  # never short: 16 replica-minutes
 CURRENT = [4, 4, 2, 2, 2, 3]  # short at minute 5 (2 < 3): 17 replica-minutes
-
-
-def signal(values: list[float], *, step: timedelta = MIN) -> SignalData:
-    spec = SignalSpec(
-        name="demand", query=QUERY, history=timedelta(hours=6), resolution=step, per_replica=10.0, capacity_query=None
-    )
-    return SignalData(spec=spec, history=History(np.array(values, dtype=float), step), gap_steps=0, capacity=10.0)
-
-
-def evaluation_time(k: int) -> datetime:
-    return T0 + k * MIN + timedelta(seconds=30)
 
 
 def replay(ledger: AdviceLedger, steps: range) -> dict[int, int]:
