@@ -103,6 +103,26 @@ def predictive_scaler(name: str, target: str, address: str, query: str, backend:
     }
 
 
+def web_demand_scaler(name: str, address: str, backend: str, **spec: Any) -> dict[str, Any]:
+    """Scaler ``name`` of the Deployment "web" that tuning and advice tests tune: it reads
+    ``web_demand{job="web"}`` from the Prometheus at ``address`` at 5m, every 5m, with a 10m lead time,
+    20 per replica and 2 to 150 replicas (the API's default history, 14 days); ``spec`` sets more."""
+    query = 'web_demand{job="web"}'
+    return predictive_scaler(
+        name,
+        "web",
+        address,
+        query,
+        backend,
+        signal={"prometheus": {"address": address, "query": query}, "resolution": "5m"},
+        interval="5m",
+        leadTime={"static": "10m"},
+        capacity={"perReplica": 20},
+        policy={"maxReplicas": 150, "minReplicas": 2},
+        **spec,
+    )
+
+
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == type_), None)
 

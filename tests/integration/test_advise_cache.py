@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.presage_cluster import REPO, apply, get
+from tests.harness.presage_cluster import REPO, apply, get, web_demand_scaler
 from tests.harness.prometheus import Series
-from tests.integration.test_advise_live import WARMUP, advise_command, history, scaler_object
+from tests.integration.test_advise_live import WARMUP, advise_command, history
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def test_the_next_advice_takes_the_forecasts_the_first_kept(
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
     # A history of two days: most decisions read all of theirs inside the lookback, so a later
     # advice can take their forecasts.
-    scaler = scaler_object("web", prometheus.url, backend_name, advice={"lookback": "16d"})
+    scaler = web_demand_scaler("web", prometheus.url, backend_name, advice={"lookback": "16d"})
     scaler["spec"]["signal"]["history"] = "48h"
     apply(cluster, scaler, ns)
     cache = tmp_path / "cache"

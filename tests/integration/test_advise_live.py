@@ -30,7 +30,7 @@ from presage_scaler.api.quantities import format_decimal, parse_duration
 from presage_scaler.cli.advise import INDEX_VARIABLE
 from presage_scaler.tune.in_cluster_advisor import ADVICE_FAILED, ADVICE_READY, FIELD_MANAGER
 from tests.harness.local_http import Seen, seen, serving
-from tests.harness.presage_cluster import REPO, apply, get, predictive_scaler
+from tests.harness.presage_cluster import REPO, apply, get, web_demand_scaler
 from tests.harness.prometheus import Series
 
 pytestmark = pytest.mark.integration
@@ -59,23 +59,6 @@ def history() -> list[tuple[datetime, float]]:
 
 def advise_command(plane, *args: str) -> list[str]:
     return [sys.executable, "-m", "presage_scaler.cli.main", "advise", *args, "--kubeconfig", str(plane.kubeconfig)]
-
-
-def scaler_object(name: str, address: str, backend: str, **spec: Any) -> dict[str, Any]:
-    query = 'web_demand{job="web"}'
-    return predictive_scaler(
-        name,
-        "web",
-        address,
-        query,
-        backend,
-        signal={"prometheus": {"address": address, "query": query}, "resolution": "5m"},
-        interval="5m",
-        leadTime={"static": "10m"},
-        capacity={"perReplica": 20},
-        policy={"maxReplicas": 150, "minReplicas": 2},
-        **spec,
-    )
 
 
 def events(plane, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -117,10 +100,10 @@ async def test_shadow_scalers_are_advised_and_those_not_advised_are_never_read(
         return web.json_response({"status": "error", "error": "not to be read"}, status=500)
 
     async with serving(record) as untouched:
-        apply(cluster, scaler_object("web", prometheus.url, backend_name, advice=ADVICE), ns)
-        apply(cluster, scaler_object("plain", prometheus.url, backend_name), ns)
-        apply(cluster, scaler_object("opted-out", untouched, backend_name, advice={"enabled": False}), ns)
-        apply(cluster, scaler_object("enforced", untouched, backend_name, mode="Enforce"), ns)
+        apply(cluster, web_demand_scaler("web", prometheus.url, backend_name, advice=ADVICE), ns)
+        apply(cluster, web_demand_scaler("plain", prometheus.url, backend_name), ns)
+        apply(cluster, web_demand_scaler("opted-out", untouched, backend_name, advice={"enabled": False}), ns)
+        apply(cluster, web_demand_scaler("enforced", untouched, backend_name, mode="Enforce"), ns)
         process = await asyncio.create_subprocess_exec(
             *advise_command(cluster, "-n", ns, "--warmup", WARMUP),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO,
@@ -222,7 +205,7 @@ def test_two_shards_split_a_hundred_scalers_none_twice_none_missed(
     ns = kube_namespace
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()[-288:]))
     names = [f"s{i:03d}" for i in range(100)]
-    documents = [scaler_object(name, prometheus.url, backend_name, advice=ADVICE) for name in names]
+    documents = [web_demand_scaler(name, prometheus.url, backend_name, advice=ADVICE) for name in names]
     for document in documents:
         document["metadata"]["namespace"] = ns
     manifest = tmp_path / "scalers.yaml"
@@ -294,12 +277,12 @@ async def test_hostile_tenants_beside_a_good_one_neither_stop_the_run_nor_delay_
         return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": []}})
 
     async with serving(slow) as slow_url, serving(never) as never_url:
-        future = scaler_object("future", prometheus.url, backend_name, advice=ADVICE)
-        hostile = scaler_object("slow", slow_url, backend_name, advice=ADVICE)
+        future = web_demand_scaler("future", prometheus.url, backend_name, advice=ADVICE)
+        hostile = web_demand_scaler("slow", slow_url, backend_name, advice=ADVICE)
         hostile["spec"]["signal"]["resolution"] = "30s"
-        huge = scaler_object("huge", never_url, backend_name, advice={**ADVICE, "lookback": "9999d"})
+        huge = web_demand_scaler("huge", never_url, backend_name, advice={**ADVICE, "lookback": "9999d"})
         huge["spec"]["signal"]["resolution"] = "1s"
-        for obj in (future, hostile, huge, scaler_object("web", prometheus.url, backend_name, advice=ADVICE)):
+        for obj in (future, hostile, huge, web_demand_scaler("web", prometheus.url, backend_name, advice=ADVICE)):
             apply(cluster, obj, ns)
         generation = get(cluster, "predictivescaler", "future", ns)["metadata"]["generation"]
         stored = {"status": {"advice": {"time": "9999-12-31T23:59:59Z", "observedGeneration": generation}}}

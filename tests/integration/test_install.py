@@ -14,9 +14,9 @@ import pytest
 from presage_scaler.backtest.extra import PACKAGES
 from presage_scaler.tune.in_cluster_advisor import ADVICE_READY
 from tests.harness.image_install import image_runtime, imported_from, install_image
-from tests.harness.presage_cluster import apply, get
+from tests.harness.presage_cluster import apply, get, web_demand_scaler
 from tests.harness.prometheus import Series
-from tests.integration.test_advise_live import events, history, scaler_object
+from tests.integration.test_advise_live import events, history
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile.scaler"
@@ -160,7 +160,7 @@ def test_the_installed_advise_advises_a_shadow_scaler_on_a_real_cluster(
     ``status.advice`` and AdviceReady Event through a real API server."""
     ns = kube_namespace
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
-    scaler = scaler_object("web", prometheus.url, backend_name)
+    scaler = web_demand_scaler("web", prometheus.url, backend_name)
     assert "advice" not in scaler["spec"]
     apply(cluster, scaler, ns)
     runtime = image_runtime(DOCKERFILE)

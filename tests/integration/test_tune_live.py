@@ -19,7 +19,7 @@ import yaml
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.tune.request import HELD_OUT_FAILED
-from tests.harness.presage_cluster import REPO, apply, predictive_scaler
+from tests.harness.presage_cluster import REPO, apply, web_demand_scaler
 from tests.harness.prometheus import Series
 from tests.unit.test_tune_spec_yaml import left_out_to_no_effect
 
@@ -53,19 +53,7 @@ def presage(plane, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def scaler(cluster, kube_namespace, backend_name, prometheus_factory) -> str:
     prometheus = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
-    obj = predictive_scaler(
-        "web",
-        "web",
-        prometheus.url,
-        'web_demand{job="web"}',
-        backend_name,
-        signal={"prometheus": {"address": prometheus.url, "query": 'web_demand{job="web"}'}, "resolution": "5m"},
-        interval="5m",
-        leadTime={"static": "10m"},
-        capacity={"perReplica": 20},
-        policy={"maxReplicas": 150, "minReplicas": 2},
-    )
-    apply(cluster, obj, kube_namespace)
+    apply(cluster, web_demand_scaler("web", prometheus.url, backend_name), kube_namespace)
     return "web"
 
 
