@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ from presage_scaler.clients.kube.credentials import load
 from presage_scaler.controller.advice_apply import FIELD_MANAGER as APPLY_MANAGER
 from presage_scaler.tune.in_cluster_advisor import ADVICE_READY, AdviseOptions, advise_cluster
 from tests.harness.kube import KubeControlPlane
-from tests.harness.presage_cluster import apply, deployment, get, predictive_scaler, scaler_table
+from tests.harness.presage_cluster import apply, deployment, get, scaler_table, web_demand_scaler
 from tests.harness.prometheus import Series
 from tests.harness.simulated_controller import SimulatedScaler, simulated_controller, usable
 
@@ -68,6 +69,19 @@ def history() -> list[tuple[datetime | float, float]]:
     values = [200 + 120 * math.sin(2 * math.pi * i / DAY) + jags[i % DAY] for i in range(steps)]
     surge = [3.0 if SURGE <= at < SURGE + timedelta(hours=1) else 1.0 for at in times]
     return [(at, factor * value) for at, factor, value in zip(times, surge, values, strict=True)]
+
+
+@dataclass(frozen=True)
+class Life:
+    """What each step of the scaler's life after its first advice acts on: the API server, the scaler's
+    namespace, the simulated clock ``now[0]``, the scaler as the controller evaluates it, and what presage
+    advise prints."""
+
+    cluster: KubeControlPlane
+    ns: str
+    now: list[datetime]
+    scaler: SimulatedScaler
+    capsys: pytest.CaptureFixture[str]
 
 
 def events(cluster: KubeControlPlane, namespace: str, reason: str) -> list[dict[str, Any]]:
@@ -116,31 +130,13 @@ async def advise(cluster: KubeControlPlane, namespace: str, when: datetime, caps
     return out
 
 
-def shadow_scaler(address: str, backend: str) -> dict[str, Any]:
-    """Scaler "web" in Shadow (the default) without ``spec.advice``, reading ``web_demand`` at 5m (the
-    API's default history, 14 days)."""
-    query = 'web_demand{job="web"}'
-    return predictive_scaler(
-        "web",
-        "web",
-        address,
-        query,
-        backend,
-        signal={"prometheus": {"address": address, "query": query}, "resolution": "5m"},
-        interval="5m",
-        leadTime={"static": "10m"},
-        capacity={"perReplica": 20},
-        policy={"maxReplicas": 150, "minReplicas": 2},
-    )
-
-
 async def test_a_shadow_scaler_is_advised_proven_applied_and_rolled_back(
     cluster, kube_namespace, backend_name, prometheus_factory, capsys
 ) -> None:
     ns = kube_namespace
     prom = prometheus_factory(Series("web_demand", {"job": "web"}, history()))
     apply(cluster, deployment("web", 10), ns)
-    apply(cluster, shadow_scaler(prom.url, backend_name), ns)
+    apply(cluster, web_demand_scaler("web", prom.url, backend_name), ns)
     shadow = get(cluster, "predictivescaler", "web", ns)
     assert shadow["spec"]["mode"] == "Shadow" and "advice" not in shadow["spec"]
     now = [T0]
@@ -150,13 +146,13 @@ async def test_a_shadow_scaler_is_advised_proven_applied_and_rolled_back(
             await usable(app.backends, backend_name)
             advice = await advised_by_default(cluster, ns, shadow, capsys)
             created.extend([advice["forecastBackend"]["name"]] if advice.get("forecastBackend") else [])
-            scaler = SimulatedScaler(controller, cluster, "web", ns)
-            live = await proving(cluster, scaler, now, shadow, advice)
-            user_spec = await enforced_when_proven(cluster, ns, now, advice, live, capsys)
-            applied = await proven_and_applied(cluster, scaler, now, user_spec, advice)
+            life = Life(cluster, ns, now, SimulatedScaler(controller, cluster, "web", ns), capsys)
+            live = await proving(life, shadow, advice)
+            user_spec = await enforced_when_proven(life, advice, live)
+            applied = await proven_and_applied(life, user_spec, advice)
             if created:
                 await usable(app.backends, created[0])
-            await rolled_back_by_the_surge(cluster, scaler, now, user_spec, applied)
+            await rolled_back_by_the_surge(life, user_spec, applied)
     finally:
         for name in created:
             cluster.kubectl("delete", "forecastbackend", name, "--ignore-not-found", check=False)
@@ -184,16 +180,11 @@ async def advised_by_default(
     return advice
 
 
-async def proving(
-    cluster: KubeControlPlane,
-    scaler: SimulatedScaler,
-    now: list[datetime],
-    shadow: dict[str, Any],
-    advice: dict[str, Any],
-) -> dict[str, Any]:
+async def proving(life: Life, shadow: dict[str, Any], advice: dict[str, Any]) -> dict[str, Any]:
     """Step 2, from T0 for :data:`PROVING`: the controller scores the advised spec beside the current one
     at each evaluation, in ``status.advice.live``; nothing is proven within spec.advice's default proveFor
     (7d), and the Shadow spec is left alone. The record as it stands at the end."""
+    cluster, scaler, now = life.cluster, life.scaler, life.now
     samples: list[int] = []
     for step in range(int(PROVING / STEP) + 1):
         now[0] = T0 + step * STEP
@@ -214,18 +205,12 @@ async def proving(
     return dict(live)
 
 
-async def enforced_when_proven(
-    cluster: KubeControlPlane,
-    ns: str,
-    now: list[datetime],
-    advice: dict[str, Any],
-    live: dict[str, Any],
-    capsys: pytest.CaptureFixture[str],
-) -> dict[str, Any]:
+async def enforced_when_proven(life: Life, advice: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
     """Step 3: the user sets Enforce and ``apply: WhenProven`` (:data:`USER_PATCH`). The spec changed, so
     the advice is stale and presage advise, run again now, advises it anew: the same patch (the previous
     advice is kept while it still meets the service level and costs about as little), so the live record
     it scores goes on untouched. The spec as the user left it."""
+    cluster, ns, now, capsys = life.cluster, life.ns, life.now, life.capsys
     before = get(cluster, "predictivescaler", "web", ns)
     cluster.kubectl("patch", "ps", "web", "-n", ns, "--type=merge", "-p", json.dumps({"spec": USER_PATCH}))
     obj = get(cluster, "predictivescaler", "web", ns)
@@ -243,17 +228,11 @@ async def enforced_when_proven(
     return dict(obj["spec"])
 
 
-async def proven_and_applied(
-    cluster: KubeControlPlane,
-    scaler: SimulatedScaler,
-    now: list[datetime],
-    user_spec: dict[str, Any],
-    advice: dict[str, Any],
-) -> dict[str, Any]:
+async def proven_and_applied(life: Life, user_spec: dict[str, Any], advice: dict[str, Any]) -> dict[str, Any]:
     """Step 4: the next evaluation finds the record Proven (scored for more than proveFor, none short) and
     applies the advice: the advised fields alone, under presage's own field manager, with what restores
     them recorded in ``status.advice.applied``. That record."""
-    ns = scaler.read()["metadata"]["namespace"]
+    cluster, ns, scaler, now = life.cluster, life.ns, life.scaler, life.now
     generation = scaler.read()["metadata"]["generation"]
     now[0] += STEP
     obj = await scaler.evaluate()
@@ -283,17 +262,11 @@ async def proven_and_applied(
     return dict(applied)
 
 
-async def rolled_back_by_the_surge(
-    cluster: KubeControlPlane,
-    scaler: SimulatedScaler,
-    now: list[datetime],
-    user_spec: dict[str, Any],
-    applied: dict[str, Any],
-) -> None:
+async def rolled_back_by_the_surge(life: Life, user_spec: dict[str, Any], applied: dict[str, Any]) -> None:
     """Step 5: the applied spec is watched for one ``every``, in which the 1% service level allows no miss
     of its 12 decisions; the surge is one, and the previous policy comes back, exactly, with the reason in
     status and in a Warning Event. It is never applied again."""
-    ns = scaler.read()["metadata"]["namespace"]
+    cluster, ns, scaler, now = life.cluster, life.ns, life.scaler, life.now
     applied_spec = scaler.read()["spec"]
     counts: list[tuple[int, int]] = []
     while now[0] < SURGE + timedelta(hours=1):
