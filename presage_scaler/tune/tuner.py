@@ -442,6 +442,19 @@ def _require_past_warmup(trace: Trace, warmup: timedelta) -> None:
         )
 
 
+def _oracle_hours(before_plan: Plan, base_plan: Plan, parts: Split) -> OracleHours:
+    """The oracle's replica-hours on each part; in-sample from ``before_plan``, the plan of the trace
+    before the held-out part, so that nothing in-sample is derived from it."""
+    oracle_before = run_oracle(before_plan)
+    return OracleHours(
+        in_sample=_figures(before_plan, oracle_before, parts.report_from, parts.held_out_from, 1.0).replica_hours,
+        held_out=_figures(base_plan, run_oracle(base_plan), parts.held_out_from, parts.end, 1.0).replica_hours,
+        recent=None
+        if parts.recent_from is None
+        else _figures(before_plan, oracle_before, parts.recent_from, parts.held_out_from, 1.0).replica_hours,
+    )
+
+
 def tune(
     trace: Trace, setup: TuneSetup, progress: Progress | None = None, store: ForecastStore | None = None
 ) -> TuneResult:
@@ -467,15 +480,7 @@ def tune(
     base_plan = _plan(trace, spec, setup)
     start = knobs_of(spec, setup.backend)
     base_wire = spec.to_wire()
-    before_plan = _plan(before, spec, setup)
-    oracle_before = run_oracle(before_plan)
-    hours = OracleHours(
-        in_sample=_figures(before_plan, oracle_before, parts.report_from, parts.held_out_from, 1.0).replica_hours,
-        held_out=_figures(base_plan, run_oracle(base_plan), parts.held_out_from, parts.end, 1.0).replica_hours,
-        recent=None
-        if parts.recent_from is None
-        else _figures(before_plan, oracle_before, parts.recent_from, parts.held_out_from, 1.0).replica_hours,
-    )
+    hours = _oracle_hours(_plan(before, spec, setup), base_plan, parts)
     reactive = run_reactive(base_plan, base_plan.reactive_headroom)
     utilizations = trigger_utilizations(setup.trigger_utilization)
     space = space_for(start, base_plan)
