@@ -60,7 +60,7 @@ def install_keda_crds(plane: KubeControlPlane) -> None:
     """Apply KEDA's CRDs and wait until the API server serves them."""
     # Server-side: ScaledObject's CRD is too large for client-side apply's last-applied annotation.
     plane.kubectl("apply", "--server-side", "--force-conflicts", *_crd_args())
-    plane.kubectl("wait", "--for=condition=Established", *_crd_args(), "--timeout=60s")
+    plane.wait_established(*_crd_args())
 
 
 CRD_DELETION_TIMEOUT_SECONDS = 120.0

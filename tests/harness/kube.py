@@ -435,6 +435,25 @@ class KubeControlPlane:
             )
         return result
 
+    def wait_established(self, *targets: str, timeout: float = 60.0) -> None:
+        """Wait until the CRDs ``targets`` name (``crd/NAME``, or ``-f FILE``) are Established. ``kubectl
+        wait`` fails at once, rather than waiting, on a CRD whose ``status.conditions`` the API server has
+        not written yet (an accessor error on nil); that answer is retried until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, round(deadline - time.monotonic()))
+            result = self.kubectl(
+                "wait", "--for=condition=Established", *targets, f"--timeout={left}s", check=False, timeout=left + 30
+            )
+            if result.returncode == 0:
+                return
+            if "accessor error" not in result.stderr or time.monotonic() >= deadline:
+                raise KubeHarnessError(
+                    f"kubectl wait --for=condition=Established {' '.join(targets)} failed "
+                    f"(exit {result.returncode}):\n{result.stderr}{result.stdout}"
+                )
+            time.sleep(0.2)
+
     def service_account_token(
         self, namespace: str, name: str, audience: str | None = None, duration: str = "1h"
     ) -> str:

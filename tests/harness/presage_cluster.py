@@ -26,7 +26,7 @@ CRDS = ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presag
 def install_crds(plane: KubeControlPlane) -> None:
     plane.kubectl("apply", "-f", str(REPO / "crds"))
     for crd in CRDS:
-        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        plane.wait_established(f"crd/{crd}")
 
 
 def apply(plane: KubeControlPlane, obj: dict[str, Any], namespace: str | None = None) -> None:

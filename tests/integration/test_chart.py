@@ -133,7 +133,7 @@ def install_optional_kinds(plane: KubeControlPlane) -> None:
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": OPTIONAL_KINDS})
     plane.kubectl("apply", "-f", "-", input=body)
     for crd in OPTIONAL_KINDS:
-        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+        plane.wait_established(f"crd/{crd['metadata']['name']}")
 
 
 Objects = dict[tuple[str, str], dict[str, Any]]
@@ -709,7 +709,7 @@ def test_install_upgrade_uninstall(chart_cluster: tuple[KubeControlPlane, Helm])
     plane, helm = chart_cluster
     install(helm)
     for crd in PRESAGE_CRDS:
-        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        plane.wait_established(f"crd/{crd}")
         assert owner(get(plane, "crd", crd)) == RELEASE_OWNED, crd  # the release's: upgraded with it
     # Applied by a hook once the CRDs exist, marked as the release's.
     backend = get(plane, "forecastbackend", "default")
@@ -771,7 +771,7 @@ def test_helm_takes_over_a_kustomize_install(chart_cluster: tuple[KubeControlPla
     plane, helm = chart_cluster
     plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in PRESAGE_CRDS:
-        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        plane.wait_established(f"crd/{crd}")
     plane.kubectl("apply", "-k", str(REPO / "manifests"))
     assert owner(get(plane, "forecastbackend", "default")) == RELEASE_OWNED
 
@@ -803,7 +803,7 @@ def test_a_default_backend_of_your_own_is_left_alone(chart_cluster: tuple[KubeCo
     plane, helm = chart_cluster
     plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in PRESAGE_CRDS:
-        plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        plane.wait_established(f"crd/{crd}")
     mine = {
         "apiVersion": "scaling.presage.sh/v1alpha1",
         "kind": "ForecastBackend",

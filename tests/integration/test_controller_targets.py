@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def fleet_crd(cluster):
     cluster.kubectl("apply", "-f", str(REPO / "tests" / "fixtures" / "agones-fleet-crd.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/fleets.agones.dev", "--timeout=60s")
+    cluster.wait_established("crd/fleets.agones.dev")
     return cluster
 
 

@@ -52,7 +52,7 @@ LIVE = {
 def crds_installed(kube_control_plane):
     kube_control_plane.kubectl("apply", "-f", str(REPO / "crds"))
     for crd in ("predictivescalers.scaling.presage.sh", "forecastbackends.scaling.presage.sh"):
-        kube_control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        kube_control_plane.wait_established(f"crd/{crd}")
     return kube_control_plane
 
 

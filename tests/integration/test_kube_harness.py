@@ -114,7 +114,7 @@ spec:
 """
     kube.kubectl("apply", "-f", "-", input=manifest)
     try:
-        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        kube.wait_established(f"crd/{crd}")
 
         widget = (
             f"apiVersion: harness.presage.test/v1\nkind: W{plural}\n"

@@ -23,7 +23,7 @@ def test_the_shadow_scaler_and_its_secret_role_apply_to_a_fresh_cluster() -> Non
     with KubeControlPlane(ensure_kube_binaries()) as plane:
         plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
         for crd in ("predictivescalers", "forecastbackends"):
-            plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}.scaling.presage.sh", "--timeout=60s")
+            plane.wait_established(f"crd/{crd}.scaling.presage.sh")
         assert plane.kubectl("get", "namespace", "shop", check=False).returncode != 0
 
         # README step 4, as written: the namespace, then the scaler.
