@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from presage_scaler.api.advice_patch import patch_digest
+from presage_scaler.api.advice_patch import merge_patch, patch_digest
 from presage_scaler.api.forecast_backend import ForecastBackendSpec
 from presage_scaler.api.kinds import API_VERSION, FORECAST_BACKEND
 from presage_scaler.api.parse import SpecError, parse
@@ -53,7 +53,6 @@ from presage_scaler.clients.kube.events import EventRecorder
 from presage_scaler.clients.kube.presage_resources import FORECAST_BACKENDS, PREDICTIVE_SCALERS
 from presage_scaler.controller.advice_saving import holds_patch
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, status_of
-from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.engine.advice_proof import moments_in, parse_service_level, rollback_due, watch_over
 from presage_scaler.engine.shadow import Score

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 
+from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceStatus
 from presage_scaler.clients.kube.client import JSON
-from presage_scaler.controller.status_cadence import merge_patch
 
 APPLIED = "Applied"
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.api.conditions import Condition
 from presage_scaler.api.predictive_scaler import AgonesFleetTarget, PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
@@ -55,7 +56,7 @@ from presage_scaler.controller.live_advice import (
 from presage_scaler.controller.predictive_scaler_objects import Key, ScalerEntry, SpecCache, stored_recommendation
 from presage_scaler.controller.prometheus_signals import PrometheusSignalSource
 from presage_scaler.controller.replica_counts import WatchedReplicas
-from presage_scaler.controller.status_cadence import LeaseVouch, merge_patch, replacing, write_due
+from presage_scaler.controller.status_cadence import LeaseVouch, replacing, write_due
 from presage_scaler.controller.status_writer import StatusWriter
 from presage_scaler.controller.targets import TargetReader
 from presage_scaler.engine.adjustments import spec_adjustments

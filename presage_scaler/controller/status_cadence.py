@@ -28,7 +28,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from presage_scaler.api.advice_patch import merge_patch as merge_patch  # where the controller's modules find it
 from presage_scaler.api.predictive_scaler_status import PredictiveScalerStatus
 from presage_scaler.api.reasons import Reason
 from presage_scaler.clients.kube.client import JSON

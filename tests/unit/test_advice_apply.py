@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from presage_scaler.api.advice_patch import patch_digest
+from presage_scaler.api.advice_patch import merge_patch, patch_digest
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import AdviceSpec, PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceApplied, AdviceStatus
@@ -25,7 +25,7 @@ from presage_scaler.controller.advice_apply import (
     rollback_reason,
     spec_changes,
 )
-from presage_scaler.controller.status_cadence import merge_patch, replacing
+from presage_scaler.controller.status_cadence import replacing
 from presage_scaler.engine.shadow import Prediction, Score
 from presage_scaler.tune.advice_body import KNOB_FIELDS
 

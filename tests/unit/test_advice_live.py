@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from presage_scaler.api.advice_patch import patch_digest
+from presage_scaler.api.advice_patch import merge_patch, patch_digest
 from presage_scaler.api.predictive_scaler_status import (
     ADVICE_LIVE_MAX_PENDING,
     AdviceLive,
     PredictiveScalerStatus,
 )
-from presage_scaler.controller.status_cadence import merge_patch, replacing, visible_key
+from presage_scaler.controller.status_cadence import replacing, visible_key
 from presage_scaler.engine.advice_live import AdviceLedger, PairedDecision
 from tests.unit.test_shadow import DEMAND, LEAD, MIN, T0, evaluation_time, signal
 

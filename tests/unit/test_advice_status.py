@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.api.parse import SpecError, parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceStatus
-from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.tune.advice_body import KNOB_FIELDS, advice_status, changes, failed_status, merge_diff
 from presage_scaler.tune.in_cluster_advisor import Deadline, DeadlineExceeded, advice_spec, due, in_shard, summary_line
 from presage_scaler.tune.knobs import ForecasterKnobs

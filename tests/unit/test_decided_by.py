@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.api.binding_constraints import FORECAST, Constraint
 from presage_scaler.api.predictive_scaler_status import DECIDED_BY_HOURS, DecidedBy, PredictiveScalerStatus
-from presage_scaler.controller.status_cadence import merge_patch
 from presage_scaler.engine.decided_by import GUARD_NOTE_HOURS, MAX_COUNT, NAMES, DecidedByLedger
 
 NOW = datetime(2026, 11, 3, 9, 40, tzinfo=UTC)

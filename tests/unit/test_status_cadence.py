@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from presage_scaler.api.advice_patch import merge_patch
 from presage_scaler.controller.predictive_scaler_objects import ScalerEntry
 from presage_scaler.controller.status_cadence import (
     HELD_AT_MOST,
     LeaseVouch,
     WrittenStatus,
-    merge_patch,
     replacing,
     visible_key,
     write_due,
