@@ -127,6 +127,15 @@ def arguments(description: str, jobs_help: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
+def csv_traces(directory: Path) -> list[Path]:
+    """The CSV traces in ``directory``, by name; a benchmark with none to run exits with status 2."""
+    paths = sorted(directory.glob("*.csv"))
+    if not paths:
+        print(f"no CSV traces in {directory}", file=sys.stderr)
+        raise SystemExit(2)
+    return paths
+
+
 def setup_for(trace: Trace, lead_min: int, *, guard: bool = True) -> Setup:
     spec = scaler_spec(trace, None, overrides_for(trace, timedelta(minutes=lead_min)))
     if not guard:
@@ -321,10 +330,7 @@ def main() -> int:
     args = arguments((__doc__ or "").split("\n\n")[0], "worker processes")
     if args.check:
         return results.check(LAYOUT)
-    paths = sorted(args.traces.glob("*.csv"))
-    if not paths:
-        print(f"no CSV traces in {args.traces}", file=sys.stderr)
-        return 2
+    paths = csv_traces(args.traces)
 
     began = time.perf_counter()
     # Longest traces first, so the workers finish together.

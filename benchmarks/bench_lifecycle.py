@@ -274,10 +274,7 @@ def main() -> int:
     args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "traces replayed at once")
     if args.check:
         return results.check(LAYOUT)
-    paths = sorted(args.traces.glob("*.csv"))
-    if not paths:
-        print(f"no traces in {args.traces}", file=sys.stderr)
-        return 2
+    paths = bench_backtest.csv_traces(args.traces)
     began = time.perf_counter()
     order = sorted(paths, key=lambda p: -p.stat().st_size)  # the longest first, so that the workers end together
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:

@@ -299,10 +299,7 @@ def main() -> int:
     args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "processes per tuning run")
     if args.check:
         return results.check(LAYOUT)
-    paths = sorted(args.traces.glob("*.csv"))
-    if not paths:
-        print(f"no traces in {args.traces}", file=sys.stderr)
-        return 2
+    paths = bench_backtest.csv_traces(args.traces)
     tuned_by: dict[str, TuneResult] = {}
     timings: dict[str, Timing] = {}
     for path in paths:
