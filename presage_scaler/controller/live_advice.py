@@ -97,10 +97,9 @@ class AdvisedSpecs:
         self._items.pop(scaler, None)
 
 
-def _unscored(specs: AdvisedSpecs | None, scaler: str) -> None:
+def _unscored(specs: AdvisedSpecs, scaler: str) -> None:
     """Nothing is decided for ``scaler``'s advice at this evaluation: its advised spec need not stay parsed."""
-    if specs is not None:
-        specs.forget(scaler)
+    specs.forget(scaler)
 
 
 def _shapes(requests: Sequence[ForecastRequest]) -> list[tuple[int, tuple[float, ...], int | None]]:
@@ -169,12 +168,12 @@ async def observe_advice(
     calibration: CalibrationState | None,
     scaler: str,
     *,
-    specs: AdvisedSpecs | None = None,
+    specs: AdvisedSpecs,
 ) -> LiveAdvice | None:
     """The advice's live record after this evaluation (module docstring); None when there is nothing to
     score, or the advised spec could not decide this time. ``current_replicas``: the target's count, which
     a new record starts from; ``scaler``: its namespace/name, for the log and ``specs``, which keeps the
-    advised spec parsed from one evaluation to the next (without it, it is parsed at every call)."""
+    advised spec parsed from one evaluation to the next."""
     settings = advice_settings(spec_json)
     if (
         not isinstance(settings, AdviceSpec)
@@ -193,10 +192,7 @@ async def observe_advice(
         _unscored(specs, scaler)
         return None
     try:
-        if specs is None:
-            advised = advised_spec(spec_json, advice.patch)
-        else:
-            advised = specs.parsed(scaler, spec, spec_json, advice.patch)
+        advised = specs.parsed(scaler, spec, spec_json, advice.patch)
         decision = await advised_decision(advised, advice.forecast_backend, spec, current, backend, calibration, ledger)
     except (SpecError, EvaluationError, BackendError, HorizonError, RecursionError) as exc:
         log.warning("advice not scored scaler=%s: the advised spec cannot decide error=%s", scaler, exc)

@@ -77,7 +77,17 @@ def observed(
     """The current spec's evaluation with the target at ``target`` replicas, and the advice observed."""
     current = evaluated(spec, backend, current=target)
     live = asyncio.run(
-        observe_advice(parse(PredictiveScalerSpec, spec), spec, status, current, target, backend, None, "shop/web")
+        observe_advice(
+            parse(PredictiveScalerSpec, spec),
+            spec,
+            status,
+            current,
+            target,
+            backend,
+            None,
+            "shop/web",
+            specs=AdvisedSpecs(),
+        )
     )
     return current, live
 
