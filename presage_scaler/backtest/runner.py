@@ -104,8 +104,6 @@ class Plan:
     """The first step counted in the metrics (the end of the warm-up)."""
     warmup: timedelta
     initial: int
-    oracle: np.ndarray
-    """Per step, the oracle's replica count."""
     observed: np.ndarray
     """Per step, the latest signal point a decision there sees."""
     reactive_headroom: Amount
@@ -116,6 +114,12 @@ class Plan:
     @property
     def per_replica(self) -> float:
         return self.signal_spec.per_replica
+
+    @functools.cached_property
+    def oracle(self) -> np.ndarray:
+        """Per step, the oracle's replica count: made when the oracle first runs, so that plans that never
+        run it (a tuning run's forecasting passes) do not pay for it."""
+        return oracle_targets(self.trace.values, self.per_replica, self.schedule.every + self.schedule.lead)
 
     @functools.cached_property
     def week_ago(self) -> np.ndarray:
@@ -167,7 +171,9 @@ def plan(trace: Trace, setup: Setup) -> Plan:
     # made is the last of them at least PRE_ROLL before the measured part.
     skipped = max(0, report_from - steps_for(PRE_ROLL, trace.step) - ratio) // every
     schedule = Schedule(first=ratio + skipped * every, every=every, lead=steps_for(boot_delay, trace.step))
-    oracle = oracle_targets(trace.values, signal_spec.per_replica, schedule.every + schedule.lead)
+    # The oracle's count at the first decision: its window of demand alone (Plan.oracle holds them all).
+    window = schedule.every + schedule.lead
+    first = oracle_targets(trace.values[schedule.first : schedule.first + window], signal_spec.per_replica, window)
     policy = spec.policy
     return Plan(
         trace=trace,
@@ -181,8 +187,7 @@ def plan(trace: Trace, setup: Setup) -> Plan:
         schedule=schedule,
         report_from=report_from,
         warmup=setup.warmup,
-        initial=clamp(int(oracle[schedule.first]), policy.min_replicas, policy.max_replicas),
-        oracle=oracle,
+        initial=clamp(int(first[0]), policy.min_replicas, policy.max_replicas),
         observed=observed_demand(signal.values, ratio, len(trace)),
         reactive_headroom=setup.reactive_headroom or policy.headroom,
         trigger_utilization=setup.trigger_utilization,

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,9 @@ from presage_scaler.engine.policy import REPLICA_TOLERANCE, scale_down_floor, sc
 from presage_scaler.tune.knobs import ForecasterKnobs, Knobs
 from presage_scaler.tune.prepared import Forecasts
 
-NEVER = np.iinfo(np.int64).max
-"""The deadline of a scale-down window that is not running."""
+BLOCK = 256
+"""Decisions whose stateless columns are gathered per candidate at once: a few MiB for thousands of
+candidates."""
 
 
 @dataclass(frozen=True)
@@ -182,20 +184,37 @@ def replay(
     # The smallest integers that hold every count: a month of minutes for thousands of candidates.
     small = np.int16 if top <= np.iinfo(np.int16).max else np.int32
     counts = np.empty((len(decisions.steps) - kept_from, len(candidates)), dtype=small)
-    current = np.full(len(candidates), decisions.initial, dtype=np.int64)
-    deadline = np.full(len(candidates), NEVER, dtype=np.int64)
-    for index, step in enumerate(decisions.steps):
-        wanted = columns.wanted[index].take(wanted_of)
-        below = columns.bounded[index].take(wanted_of) < current
-        # A scale-down candidacy that has not run for the window keeps the count, as does the guard.
-        deadline = np.where(below, np.minimum(deadline, windows + step), NEVER)
-        keep = below & (columns.guarded[index].take(guarded_of) | (step < deadline))
-        limited = np.maximum(np.minimum(wanted, highest.take(current)), lowest.take(offsets + current))
-        current = np.where(keep, current, limited)
-        if index >= kept_from:
-            counts[index - kept_from] = current
-        if on_progress is not None and index % 4096 == 0:
-            on_progress(index)
+    # The state in the narrowest integers that hold every count and deadline (fewer bytes, faster steps).
+    fits = max(top, decisions.steps.stop + int(windows.max())) < np.iinfo(np.int32).max
+    state: type[np.signedinteger[Any]] = np.int32 if fits else np.int64
+    never = np.iinfo(state).max
+    current: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.full(len(candidates), decisions.initial, dtype=state)
+    deadline = np.full(len(candidates), never, dtype=state)
+    highest, lowest = highest.astype(state), lowest.astype(state)
+    steps = np.asarray(decisions.steps, dtype=state)
+    for block in range(0, len(steps), BLOCK):
+        # A block of decisions' stateless columns, gathered per candidate at once.
+        rows = slice(block, block + BLOCK)
+        wanted = columns.wanted[rows].astype(state).take(wanted_of, axis=1)
+        bounded = columns.bounded[rows].astype(state).take(wanted_of, axis=1)
+        guarded = columns.guarded[rows].take(guarded_of, axis=1)
+        ends = steps[rows, np.newaxis] + windows.astype(state)
+        for row, step in enumerate(steps[rows].tolist()):
+            below = bounded[row] < current
+            # A scale-down candidacy that has not run for the window keeps the count, as does the guard.
+            # (Selections are sums of products with masks: the same integers as np.where, faster.)
+            running = np.minimum(deadline, ends[row])
+            deadline = running + (never - running) * ~below
+            keep = below & (guarded[row] | (step < deadline))
+            limited = np.maximum(np.minimum(wanted[row], highest.take(current)), lowest.take(offsets + current))
+            current -= limited
+            current *= keep
+            current += limited
+            index = block + row
+            if index >= kept_from:
+                counts[index - kept_from] = current
+            if on_progress is not None and index % 4096 == 0:
+                on_progress(index)
     if on_progress is not None:
         on_progress(len(decisions.steps))
     return counts

@@ -28,6 +28,9 @@ from presage_scaler.backtest.runner import Plan
 from presage_scaler.engine.policy import REPLICA_TOLERANCE
 from presage_scaler.series.timegrid import steps_for
 
+BLOCK = 4096
+"""Decisions whose requests are computed at once (a few MiB for every utilization)."""
+
 UTILIZATIONS = tuple(percent / 100 for percent in range(30, 96))
 """The target utilizations tune tries for the seasonal trigger, 30 % to 95 % in steps of 1 %: below
 30 % the trigger pays for more than three times the demand it sees, and at 100 % it leaves nothing
@@ -49,12 +52,16 @@ def trigger_counts(plan: Plan, utilizations: Sequence[float], kept_from: int = 0
     current = np.full(len(divisors), plan.initial, dtype=np.int64)
     top = max(plan.initial, policy.max_replicas)
     counts = np.empty((len(steps) - kept_from, len(divisors)), dtype=np.int16 if top <= 2**15 - 1 else np.int32)
-    for index, demand in enumerate(seen.tolist()):
-        wanted = demand / divisors
-        within = (current > 0) & (np.abs(wanted / (current * plan.per_replica) - 1.0) <= HPA_TOLERANCE)
-        raw = np.where(within, current, np.maximum(np.ceil(wanted / plan.per_replica - REPLICA_TOLERANCE), 0.0))
-        recent[index % len(recent)] = raw
-        current = np.clip(recent.max(axis=0), policy.min_replicas, policy.max_replicas).astype(np.int64)
-        if index >= kept_from:
-            counts[index - kept_from] = current
+    for block in range(0, len(steps), BLOCK):
+        # What a block of decisions asks for, before the state: the same operations, a matrix at a time.
+        wanted = seen[block : block + BLOCK, np.newaxis] / divisors
+        fresh = np.maximum(np.ceil(wanted / plan.per_replica - REPLICA_TOLERANCE), 0.0)
+        for row in range(len(wanted)):
+            within = (current > 0) & (np.abs(wanted[row] / (current * plan.per_replica) - 1.0) <= HPA_TOLERANCE)
+            index = block + row
+            recent[index % len(recent)] = np.where(within, current, fresh[row])
+            highest = np.maximum(recent.max(axis=0), policy.min_replicas)
+            current = np.minimum(highest, policy.max_replicas, out=highest).astype(np.int64)
+            if index >= kept_from:
+                counts[index - kept_from] = current
     return counts
