@@ -9,7 +9,8 @@ live spec is whatever the stored spec is at each decision. At each decision, in 
 1. **presage advise**, when a run is due: the advise CronJob runs every :data:`ADVISOR_PERIOD` and advises
    the scaler when :func:`presage_scaler.tune.in_cluster_advisor.due` says so (never advised, its spec
    changed, its last attempt failed, or ``spec.advice.every`` has passed). It reads the signal over
-   ``spec.advice.lookback`` before now (the trace up to the last complete point) and turns it into
+   ``spec.advice.lookback`` before now and the history before it that the lookback's decisions read
+   (:func:`presage_scaler.tune.read_window.read_span`; the trace up to the last complete point) and turns it into
    ``status.advice`` with :func:`presage_scaler.tune.in_cluster_advisor.advice_from`, the function a run
    in the cluster calls after its reads; the body is merged into ``status.advice`` as presage advise's
    merge patch is; a failed attempt writes its error (:func:`presage_scaler.tune.advice_body.failed_status`).
@@ -44,7 +45,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceApplied, AdviceStatus
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest.config import make_backend
+from presage_scaler.backtest.config import backend_spec, make_backend
 from presage_scaler.backtest.replay import PresagePolicy, forecaster_for
 from presage_scaler.backtest.runner import Plan, Setup, plan
 from presage_scaler.backtest.simulator import Simulation, simulate
@@ -66,6 +67,7 @@ from presage_scaler.series.timegrid import align_down, steps_for
 from presage_scaler.tune.advice_body import failed_status
 from presage_scaler.tune.errors import HistoryTooShort
 from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, advice_spec, due
+from presage_scaler.tune.read_window import read_span
 
 ADVISOR_PERIOD = timedelta(hours=1)
 """How often presage advise runs: the chart's ``advise.schedule`` (hourly)."""
@@ -76,15 +78,20 @@ presage advise counts as waiting rather than failed; any other failure is ``Advi
 
 Advisor = Callable[[Trace, dict[str, Any], dict[str, Any], datetime], dict[str, Any]]
 """What presage advise writes into ``status.advice`` for the scaler object (wire form) whose signal's
-history is the trace and whose ForecastBackend's spec is the dict, at the time given; raises when the
-attempt fails."""
+history recorded so far is the trace and whose ForecastBackend's spec is the dict, at the time given;
+raises when the attempt fails."""
 
 
 def production_advisor(options: AdviseOptions) -> Advisor:
-    """presage advise's own turn of a history into ``status.advice``, with ``options`` (the run's flags)."""
+    """presage advise's own read of a history and turn of it into ``status.advice``, with ``options`` (the
+    run's flags)."""
 
-    def advisor(history: Trace, obj: dict[str, Any], backend: dict[str, Any], now: datetime) -> dict[str, Any]:
-        body, _ = advice_from(history, obj, backend, options, now)
+    def advisor(recorded: Trace, obj: dict[str, Any], backend: dict[str, Any], now: datetime) -> dict[str, Any]:
+        settings = advice_spec(obj)
+        assert settings is not None  # only advised scalers are advised
+        spec = parse(PredictiveScalerSpec, obj["spec"], path="spec")
+        span = read_span(settings.lookback, options.warmup, spec, backend_spec(backend))
+        body, _ = advice_from(history_before(recorded, len(recorded), span), obj, backend, options, now)
         return body
 
     return advisor
@@ -150,10 +157,10 @@ class Cluster:
         self.obj["metadata"]["generation"] += 1
 
 
-def history_before(trace: Trace, step: int, lookback: timedelta) -> Trace:
-    """What presage advise reads at trace step ``step``: the signal over ``lookback`` up to the last
-    complete point."""
-    begin = max(0, step - steps_for(lookback, trace.step))
+def history_before(trace: Trace, step: int, span: timedelta) -> Trace:
+    """The signal over ``span`` before trace step ``step``, up to the last complete point: what a read at
+    ``step`` returns."""
+    begin = max(0, step - steps_for(span, trace.step))
     return replace(trace, values=trace.values[begin:step], gaps=trace.gaps[begin:step], start=trace.time_at(begin))
 
 
@@ -215,10 +222,10 @@ class Lifecycle:
         if settings is None or not due(self._cluster.obj, settings.every, now):
             return
         self.advice_runs += 1
-        history = history_before(self._trace, step, settings.lookback)
+        recorded = history_before(self._trace, step, step * self._trace.step)
         backend = self._cluster.backend_of(self._spec)
         try:
-            body = self._advisor(history, self._cluster.obj, backend, now)
+            body = self._advisor(recorded, self._cluster.obj, backend, now)
         except Exception as exc:  # as presage advise: one failed attempt writes its error
             self._cluster.patch_advice(failed_status(str(exc)[:1024], now))
             self._note(now, WAITING if isinstance(exc, HistoryTooShort) else "AdviceFailed", str(exc))

@@ -13,11 +13,14 @@ A chunk's numbers are a function of what its key digests (:func:`chunk_key`):
 
 So two passes that differ only in their history share every chunk whose decisions read the same
 spans, as :func:`presage_scaler.tune.prepared.shared_decisions` counts for a run without a store, and
-a later run takes every chunk whose decisions lie where it read the same history. A chunk whose
-first decision's history is cut short by the trace's start is made but not kept: its span starts at
-the trace's start, which a later run's does not. Chunks are counted from each day's first decision
-(:meth:`~presage_scaler.tune.days.Days.chunks`), so a chunk holds the same decisions in every run
-that makes all of them, and a run with an empty store makes exactly what a run with a full one takes.
+a later run takes every chunk whose decisions lie where it read the same history: every one but the
+new day's where it reads before its lookback as :mod:`presage_scaler.tune.read_window` says. A
+decision whose history is cut short by the trace's start reads a span that starts there, so a later
+run takes its chunk when its trace starts there too (a scaler younger than what an advice reads,
+whose history starts at its first sample) and forecasts it again otherwise. Chunks are counted from
+each day's first decision (:meth:`~presage_scaler.tune.days.Days.chunks`), so a chunk holds the same
+decisions in every run that makes all of them, and a run with an empty store makes exactly what a
+run with a full one takes.
 """
 
 from __future__ import annotations
@@ -71,9 +74,9 @@ def _identity(plan: Plan, backend: dict[str, object], levels: Sequence[float], s
     return made.digest()
 
 
-def chunk_key(identity: bytes, days: Days, plan: Plan, steps: range, points: int) -> tuple[bytes, bool]:
+def chunk_key(identity: bytes, days: Days, plan: Plan, steps: range, points: int) -> bytes:
     """The key of the chunk of decisions at trace ``steps`` of a pass named ``identity`` whose decisions
-    read at most ``points`` signal points; and whether a later run can take it (module docstring)."""
+    read at most ``points`` signal points (module docstring)."""
     ends = np.arange(steps.start, steps.stop, steps.step) // plan.ratio
     begins = np.maximum(ends - points, 0)
     made = hashlib.blake2b(identity, digest_size=DIGEST_BYTES)
@@ -81,7 +84,7 @@ def chunk_key(identity: bytes, days: Days, plan: Plan, steps: range, points: int
     made.update((begins * plan.ratio + days.origin).astype(np.int64).tobytes())
     made.update((ends * plan.ratio + days.origin).astype(np.int64).tobytes())
     made.update(days.digest(int(begins[0]) * plan.ratio, int(ends[-1]) * plan.ratio))
-    return made.digest(), bool(ends[0] - points >= 0)
+    return made.digest()
 
 
 @dataclass(frozen=True)
@@ -103,16 +106,15 @@ class ChunkedPass:
         decisions = plan.schedule.decisions(len(plan.trace))
         size = chunk_size(max(1, days.per_day // decisions.step), most)
         identity = _identity(plan, backend, levels, size)
-        chunks = tuple(days.chunks(decisions, size))
+        chunks = tuple(days.chunks(decisions, size, earliest=plan.ratio))  # the decisions' grid starts there
         points = points_read(plan)
-        keyed = [chunk_key(identity, days, plan, chunk.steps, points) for chunk in chunks]
         return cls(
             plan=plan,
             levels=tuple(levels),
             size=size,
             chunks=chunks,
-            keys=tuple(key for key, _ in keyed),
-            keep=tuple(chunk.complete and later for chunk, (_, later) in zip(chunks, keyed, strict=True)),
+            keys=tuple(chunk_key(identity, days, plan, chunk.steps, points) for chunk in chunks),
+            keep=tuple(chunk.complete for chunk in chunks),
         )
 
     def missing(self, store: ForecastStore) -> list[range]:
@@ -144,7 +146,8 @@ class ChunkedPass:
             row = rows.stop
 
     def assemble(self, store: ForecastStore) -> Forecasts:
-        """The pass's forecasts, every chunk from ``store`` (after :meth:`fill`)."""
+        """The pass's forecasts, every chunk from ``store`` (after :meth:`fill`), from its first decision
+        on (a first chunk made whole holds earlier ones, :meth:`~presage_scaler.tune.days.Days.chunks`)."""
         found = []
         for key in self.keys:
             chunk = store.get(key)
@@ -157,4 +160,6 @@ class ChunkedPass:
         bands = np.concatenate([c.bands for c in found]) if found else np.empty((0, width))
         if windows.shape[1] != width:
             raise ValueError(f"stored chunks hold {windows.shape[1]} levels, not {width}")
-        return Forecasts(ordered, windows, bands)
+        decisions = self.plan.schedule.decisions(len(self.plan.trace))
+        before = len(range(self.chunks[0].steps.start, decisions.start, decisions.step)) if self.chunks else 0
+        return Forecasts(ordered, windows[before:], bands[before:])

@@ -72,9 +72,12 @@ class Days:
         """Trace step ``step`` as a step since the epoch."""
         return self.origin + step
 
-    def chunks(self, decisions: range, size: int) -> list[Chunk]:
+    def chunks(self, decisions: range, size: int, earliest: int) -> list[Chunk]:
         """``decisions`` (every ``decisions.step`` steps) cut into chunks of at most ``size``, counted
-        from each day's first decision on their grid (module docstring)."""
+        from each day's first decision on their grid (module docstring). The chunk that holds the first
+        decision begins where it would in a run whose decisions begin earlier, when a decision can be
+        made there (at or after step ``earliest``): it is made whole, so that it is the chunk such a run
+        made, and the decisions before ``decisions`` are made only for it."""
         every = decisions.step
         found = []
         day = self.day_of(decisions.start) if decisions else 0
@@ -84,10 +87,12 @@ class Days:
             first = decisions.start + -(-(begin - decisions.start) // every) * every
             for index, low in enumerate(range(first, end, size * every)):
                 high = min(low + size * every, end)
-                steps = range(max(low, decisions.start), min(high, decisions.stop), every)
+                if high <= decisions.start:
+                    continue
+                start = low if low >= earliest else max(low, decisions.start)
+                steps = range(start, min(high, decisions.stop), every)
                 if steps:
-                    complete = low >= decisions.start and high <= decisions.stop
-                    found.append(Chunk(day, index, steps, complete))
+                    found.append(Chunk(day, index, steps, start == low and high <= decisions.stop))
             day += 1
         return found
 

@@ -11,7 +11,7 @@ from typing import Any
 from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest.config import backend_spec
+from presage_scaler.backtest.config import DEFAULT_WARMUP, backend_spec
 from presage_scaler.backtest.memory import DEFAULT_MEMORY_BUDGET, Footprint, points_between
 from presage_scaler.backtest.trace import Trace, load_prometheus
 from presage_scaler.clients.kube import credentials as kube_config
@@ -23,6 +23,7 @@ from presage_scaler.clients.prometheus_connection import resolve_connection
 from presage_scaler.series.timegrid import align_down
 from presage_scaler.tune.errors import TuneError
 from presage_scaler.tune.knobs import require_tunable
+from presage_scaler.tune.read_window import read_span
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class LiveScaler:
     backend: dict[str, Any]
     """The spec of the ForecastBackend it is tuned with: the one it uses, unless another was given."""
     trace: Trace
-    """Its signal over the lookback, at the signal's resolution."""
+    """Its signal over the lookback and the history before it that the lookback's decisions read
+    (:func:`presage_scaler.tune.read_window.read_span`), at the signal's resolution."""
 
 
 async def _backend(client: KubeClient, name: str) -> dict[str, Any]:
@@ -58,6 +60,7 @@ async def live_scaler(
     lookback: timedelta,
     now: datetime,
     *,
+    warmup: timedelta = DEFAULT_WARMUP,
     prometheus: str | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     jobs: int = 1,
@@ -65,7 +68,8 @@ async def live_scaler(
 ) -> LiveScaler:
     """The PredictiveScaler object ``scaler`` as read from the cluster, with its ForecastBackend (or
     ``backend``, a ForecastBackend spec to tune with instead) and its signal over the ``lookback`` before
-    ``now``. ``prometheus`` replaces the query's address.
+    ``now`` (with a warm-up of ``warmup``) and the history its decisions read before that
+    (:mod:`presage_scaler.tune.read_window`). ``prometheus`` replaces the query's address.
 
     Refused before the signal is read: a backend the search cannot tune
     (:func:`presage_scaler.tune.knobs.require_tunable`), and a lookback whose points at the signal's
@@ -78,18 +82,20 @@ async def live_scaler(
         raise TuneError(f"PredictiveScaler {namespace}/{name} has several signals; presage tune replays one")
     if backend is None:
         backend = await _backend(client, (spec.forecast.backend_ref if spec.forecast else None) or "default")
-    require_tunable(backend_spec(backend))
+    tuned_with = backend_spec(backend)
+    require_tunable(tuned_with)
     query = spec.signal.prometheus
     connection = await resolve_connection(query, Secrets(client).for_namespace(namespace) if namespace else None)
     resolution = spec.signal.resolution
     end = align_down(now, resolution)
     if lookback < resolution:
         raise TuneError(f"the lookback {format_duration(lookback)} is shorter than the signal's resolution")
-    Footprint(points_between(lookback, resolution), resolution, jobs).check(memory_budget)
+    span = read_span(lookback, warmup, spec, tuned_with)
+    Footprint(points_between(span, resolution), resolution, jobs).check(memory_budget)
     trace = await load_prometheus(
         prometheus or query.address,
         query.query,
-        end - lookback,
+        end - span,
         end,
         resolution,
         connection=connection,
@@ -105,6 +111,7 @@ async def read_live(
     lookback: timedelta,
     now: datetime,
     *,
+    warmup: timedelta = DEFAULT_WARMUP,
     kubeconfig: Any = None,
     context: str | None = None,
     prometheus: str | None = None,
@@ -124,6 +131,7 @@ async def read_live(
             scaler,
             lookback,
             now,
+            warmup=warmup,
             prometheus=prometheus,
             memory_budget=memory_budget,
             jobs=jobs,

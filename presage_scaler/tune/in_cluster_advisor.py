@@ -53,6 +53,7 @@ from presage_scaler.tune.errors import ERRORS, HistoryTooShort, TuneError
 from presage_scaler.tune.forecast_cache import ForecastCache, cache_name, reusing
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.previous_advice import advise_after, previous_advice
+from presage_scaler.tune.read_window import warmup_for
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneSetup, tune
 from presage_scaler.tune.verdict import Advice, Verdict
@@ -365,6 +366,7 @@ class Advisor:
                     obj,
                     wanted.lookback,
                     now,
+                    warmup=self._options.warmup,
                     prometheus=self._options.prometheus,
                     memory_budget=self._options.memory_budget,
                     jobs=max(1, self._options.jobs),
@@ -400,7 +402,8 @@ def advice_from(
     """What one advice writes into ``status.advice`` of the scaler ``obj`` (as stored, advised) from what it
     read at ``now``: its signal's history ``trace`` and its ForecastBackend's spec ``backend``; and the
     AdviceReady Event's message. The tuning, the verdict weighed against the previous advice, and the body:
-    everything after the reads, which ``benchmarks/bench_lifecycle.py`` calls as a run in the cluster does."""
+    everything after the reads, which ``benchmarks/bench_lifecycle.py`` calls as a run in the cluster does.
+    What ``trace`` holds before ``spec.advice.lookback`` is warm-up (:mod:`presage_scaler.tune.read_window`)."""
     wanted = advice_spec(obj)
     assert wanted is not None  # only advised scalers get here
     setup = TuneSetup(
@@ -408,7 +411,7 @@ def advice_from(
         overrides=Overrides(),
         backend=backend_spec(backend),
         slo=Slo(float(wanted.service_level.removesuffix("%"))),
-        warmup=options.warmup,
+        warmup=warmup_for(len(trace) * trace.step, wanted.lookback, options.warmup),
         holdout=options.holdout,
         jobs=max(1, options.jobs),
         memory_budget=options.memory_budget,

@@ -23,6 +23,7 @@ from presage_scaler.tune.errors import ERRORS, TuneError
 from presage_scaler.tune.from_cluster import read_live
 from presage_scaler.tune.held_out import check
 from presage_scaler.tune.output import StartingSpec, table, write_document, write_spec
+from presage_scaler.tune.read_window import warmup_for
 from presage_scaler.tune.report import write_report
 from presage_scaler.tune.request import HELD_OUT_FAILED, TuneRequest
 from presage_scaler.tune.tuner import TuneResult, TuneSetup, tune
@@ -60,6 +61,7 @@ def _start(request: TuneRequest) -> Start:
                 scaler.namespace,
                 scaler.lookback,
                 datetime.now(UTC),
+                warmup=request.warmup,
                 kubeconfig=scaler.kubeconfig,
                 context=scaler.context,
                 prometheus=trace.prometheus,
@@ -81,13 +83,16 @@ def _start(request: TuneRequest) -> Start:
 
 
 def _setup(request: TuneRequest, start: Start) -> TuneSetup:
+    warmup = request.warmup
+    if request.scaler is not None:  # read before its lookback too (tune.read_window)
+        warmup = warmup_for(len(start.trace) * start.trace.step, request.scaler.lookback, warmup)
     return TuneSetup(
         spec=start.spec,
         overrides=request.overrides,
         backend=backend_spec(start.backend),
         slo=request.slo,
         boot_delay=request.overrides.lead_time,
-        warmup=request.warmup,
+        warmup=warmup,
         holdout=request.holdout,
         jobs=max(1, request.jobs),
         memory_budget=request.memory_budget,

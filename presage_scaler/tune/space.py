@@ -87,3 +87,9 @@ def space_for(base: Knobs, plan: Plan) -> Space:
         Dimension("forecaster", forecasters(base.forecaster, plan), "forecaster"),
     )
     return Space(dial=dial, dimensions=dimensions)
+
+
+def longest_history(base: ForecasterKnobs) -> timedelta:
+    """The longest history a forecaster of a search that starts at ``base`` reads (:func:`forecasters`
+    tries ``base`` and SEASONS)."""
+    return max(base.history, *(history_for(season, cycles, base.history) for season, cycles in SEASONS))

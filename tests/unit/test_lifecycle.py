@@ -139,7 +139,7 @@ def test_a_failing_advise_is_retried_hourly_and_noted_once(
     assert cluster.generation == 1
 
 
-def test_presage_advise_reads_the_lookback_before_now(lifecycle: ModuleType) -> None:
+def test_a_read_returns_the_span_before_now(lifecycle: ModuleType) -> None:
     trace = daily(3)
     read = lifecycle.history_before(trace, 2 * PER_STEP, timedelta(days=1))
     assert len(read) == PER_STEP and read.start == START + timedelta(days=1)

@@ -24,8 +24,16 @@ def trace_at(start: datetime, steps: int, seed: int = 0) -> Trace:
 MIDNIGHT = datetime(2026, 3, 2, tzinfo=UTC)
 
 
-def absolute_chunks(days: Days, decisions: range, size: int) -> dict[tuple[int, int], tuple[list[int], bool]]:
-    return {(c.day, c.index): ([days.absolute(s) for s in c.steps], c.complete) for c in days.chunks(decisions, size)}
+def absolute_chunks(
+    days: Days, decisions: range, size: int, earliest: int | None = None
+) -> dict[tuple[int, int], tuple[list[int], bool]]:
+    """Each chunk's decisions on the clock and whether it is complete; by default no decision can be made
+    before ``decisions`` (the first chunk is cut there)."""
+    cut = decisions.start if earliest is None else earliest
+    return {
+        (c.day, c.index): ([days.absolute(s) for s in c.steps], c.complete)
+        for c in days.chunks(decisions, size, earliest=cut)
+    }
 
 
 @pytest.mark.parametrize("every", [1, 3, 7])
@@ -54,6 +62,26 @@ def test_a_chunk_holds_the_same_decisions_in_runs_a_day_and_some_hours_apart(eve
         assert all(len(steps) <= size for steps, _ in chunks.values())
         incomplete = {key for key, (_, complete) in chunks.items() if not complete}
         assert incomplete <= {min(chunks), max(chunks)}  # only where the run begins and ends
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_the_first_chunk_is_made_whole_where_decisions_can_be_made_before_it(every):
+    trace = trace_at(MIDNIGHT, 8 * PER_DAY)
+    days = Days.of(trace)
+    assert days is not None
+    size = chunk_size(PER_DAY // every, 40)
+    earlier = absolute_chunks(days, range(2, 8 * PER_DAY, every), size)
+    start = 2 + (3 * PER_DAY + 17) // every * every  # mid-chunk, on the same grid
+    later = absolute_chunks(days, range(start, 8 * PER_DAY, every), size, earliest=2)
+    first = min(later)
+    steps, complete = later[first]
+    assert complete and steps[0] < days.absolute(start) <= steps[-1]  # begun before the first decision
+    assert later[first] == earlier[first]  # the chunk an earlier run made whole
+    cut = absolute_chunks(days, range(start, 8 * PER_DAY, every), size, earliest=start)
+    assert not cut[first][1] and cut[first][0][0] == days.absolute(start)  # nothing before can be made
+    # Nothing is made before the first decision a trace can make (a chunk that would begin there is cut).
+    young = absolute_chunks(days, range(2, 8 * PER_DAY, every), size, earliest=2)
+    assert young[min(young)][0][0] == days.absolute(2)
 
 
 def test_chunk_size_divides_a_day_where_it_can():
