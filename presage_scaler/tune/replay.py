@@ -180,33 +180,35 @@ def replay(
     top = min(policy.max_replicas, max(decisions.initial, int(columns.wanted.max())))
     highest, lowest, offsets = _limits(candidates, policy, top)
     windows = np.array([_window_steps(k.scale_down_window, decisions.step) for k in candidates], dtype=np.int64)
+    # A scale-down candidacy begun at step s keeps the count at the decisions before s + window: the
+    # first ``patience`` of the run of decisions that want one, ``every`` steps apart.
+    patience = -(-windows // max(1, decisions.steps.step))
     wanted_of, guarded_of = columns.wanted_of, columns.guarded_of
     # The smallest integers that hold every count: a month of minutes for thousands of candidates.
     small = np.int16 if top <= np.iinfo(np.int16).max else np.int32
     counts = np.empty((len(decisions.steps) - kept_from, len(candidates)), dtype=small)
-    # The state in the narrowest integers that hold every count and deadline (fewer bytes, faster steps).
-    fits = max(top, decisions.steps.stop + int(windows.max())) < np.iinfo(np.int32).max
+    # The state in the narrowest integers that hold every count and run (fewer bytes, faster steps).
+    fits = max(top, len(decisions.steps), int(patience.max())) < np.iinfo(np.int32).max
     state: type[np.signedinteger[Any]] = np.int32 if fits else np.int64
-    never = np.iinfo(state).max
     current: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.full(len(candidates), decisions.initial, dtype=state)
-    deadline = np.full(len(candidates), never, dtype=state)
-    highest, lowest = highest.astype(state), lowest.astype(state)
-    steps = np.asarray(decisions.steps, dtype=state)
-    for block in range(0, len(steps), BLOCK):
+    run = np.zeros(len(candidates), dtype=state)  # decisions in a row, this one included, that wanted one
+    highest, lowest, patience = highest.astype(state), lowest.astype(state), patience.astype(state)
+    for block in range(0, len(decisions.steps), BLOCK):
         # A block of decisions' stateless columns, gathered per candidate at once.
         rows = slice(block, block + BLOCK)
         wanted = columns.wanted[rows].astype(state).take(wanted_of, axis=1)
         bounded = columns.bounded[rows].astype(state).take(wanted_of, axis=1)
         guarded = columns.guarded[rows].take(guarded_of, axis=1)
-        ends = steps[rows, np.newaxis] + windows.astype(state)
-        for row, step in enumerate(steps[rows].tolist()):
+        for row in range(len(wanted)):
             below = bounded[row] < current
+            run += 1
+            run *= below
             # A scale-down candidacy that has not run for the window keeps the count, as does the guard.
-            # (Selections are sums of products with masks: the same integers as np.where, faster.)
-            running = np.minimum(deadline, ends[row])
-            deadline = running + (never - running) * ~below
-            keep = below & (guarded[row] | (step < deadline))
+            keep = run <= patience
+            keep |= guarded[row]
+            keep &= below
             limited = np.maximum(np.minimum(wanted[row], highest.take(current)), lowest.take(offsets + current))
+            # current = keep ? current : limited, as a sum of products (the same integers as np.where, faster)
             current -= limited
             current *= keep
             current += limited
