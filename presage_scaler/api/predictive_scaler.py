@@ -446,7 +446,9 @@ class AdviceSpec(APIModel):
     lookback: Duration = field(
         "Lookback is how much of the signal's history, ending now, the advice is made from: a warm-up (7 days "
         "by default), the part the policy is chosen on and the last 7 days, held out to check the choice. A "
-        "change is advised only when the part chosen on spans at least 7 days.",
+        "change is advised only when the part chosen on spans at least 7 days. Each decision replayed reads "
+        "the signal's history before it, as the scaler does, so the advice also reads the history before the "
+        "lookback that its first decisions read (about 17 days at the defaults).",
         default="28d",
     )
     prove_for: Duration = field(

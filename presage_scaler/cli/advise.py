@@ -23,7 +23,7 @@ HELP = "tune every advised PredictiveScaler (Shadow by default) on its own histo
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 """Set by Kubernetes in each pod of an indexed Job: that pod's index, the default --shard."""
 DEFAULT_CACHE_SIZE = "2Gi"
-"""--cache-size by default: about 180 scalers at a 28-day lookback, one-minute interval (docs/operations.md)."""
+"""--cache-size by default: about 95 scalers at a 28-day lookback, one-minute interval (docs/operations.md)."""
 DEFAULT_DEADLINE = timedelta(minutes=10)
 """One advice's total time by default (``--deadline``): about ten times what one advice at the
 default lookback costs (28d at one-minute resolution: four range requests, and the tuning that

@@ -49,7 +49,7 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 
 FILE_BYTES = 256 * 1024**2
 """The largest file read or written: one scaler's forecasts at a 28-day lookback and a one-minute
-interval take about 11 MiB (``benchmarks/results/bench_readvice.md``), 44 MiB at 15 seconds."""
+interval take about 21 MiB (``benchmarks/results/bench_readvice.md``), 85 MiB at 15 seconds."""
 
 SUFFIX = ".npz"
 
