@@ -17,7 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from presage_scaler.api.quantities import Amount
-from presage_scaler.engine.policy import whole_replicas
+from presage_scaler.engine.policy import REPLICA_TOLERANCE, whole_replicas
 from presage_scaler.series.timegrid import steps_for
 
 HPA_TOLERANCE = 0.1
@@ -59,7 +59,11 @@ def oracle_targets(demand: np.ndarray, per_replica: float, window: int) -> np.nd
     """
     padded = np.concatenate([demand, np.full(window - 1, -np.inf)])
     peaks = np.maximum(sliding_window_view(padded, window).max(axis=1), 0.0)
-    targets = np.fromiter(map(whole_replicas, (peaks / per_replica).tolist()), dtype=np.int64, count=len(peaks))
+    # whole_replicas of every element, with the same floating-point operations.
+    whole = np.maximum(np.ceil(peaks / per_replica - REPLICA_TOLERANCE), 0.0)
+    if not (whole < 2.0**63).all():  # as int() refuses an infinite or NaN count (or one past int64)
+        raise OverflowError(f"a replica count of {whole.max()} is not a whole number of replicas")
+    targets = whole.astype(np.int64)
     # Never under: where the tolerance (or a quotient rounded down, or one that underflowed to 0)
     # leaves a peak a rounding error above the count's capacity, one more replica covers it.
     targets += targets * per_replica < peaks

@@ -108,8 +108,6 @@ class Plan:
     """Per step, the latest signal point a decision there sees."""
     reactive_headroom: Amount
     trigger_utilization: float
-    static: int
-    """The static baseline's count: the warm-up's peak demand over per-replica capacity."""
 
     @property
     def per_replica(self) -> float:
@@ -120,6 +118,14 @@ class Plan:
         """Per step, the oracle's replica count: made when the oracle first runs, so that plans that never
         run it (a tuning run's forecasting passes) do not pay for it."""
         return oracle_targets(self.trace.values, self.per_replica, self.schedule.every + self.schedule.lead)
+
+    @functools.cached_property
+    def static(self) -> int:
+        """The static baseline's count: the warm-up's peak demand over per-replica capacity (made when the
+        static baseline first runs)."""
+        policy = self.spec.policy
+        demand = self.trace.values[: self.report_from]
+        return static_count(demand, self.per_replica, policy.min_replicas, policy.max_replicas)
 
     @functools.cached_property
     def week_ago(self) -> np.ndarray:
@@ -191,9 +197,6 @@ def plan(trace: Trace, setup: Setup) -> Plan:
         observed=observed_demand(signal.values, ratio, len(trace)),
         reactive_headroom=setup.reactive_headroom or policy.headroom,
         trigger_utilization=setup.trigger_utilization,
-        static=static_count(
-            trace.values[:report_from], signal_spec.per_replica, policy.min_replicas, policy.max_replicas
-        ),
     )
 
 

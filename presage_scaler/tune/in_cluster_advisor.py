@@ -415,6 +415,7 @@ def advice_from(
         holdout=options.holdout,
         jobs=max(1, options.jobs),
         memory_budget=options.memory_budget,
+        baselines=False,  # status.advice holds presage's figures alone
     )
     with reusing(options.cache, cache_name(obj["metadata"])) as store:
         result = tune(trace, setup, progress, store)

@@ -189,7 +189,11 @@ def changes(knobs: Knobs, start: Knobs) -> int:
 def choose(candidates: Sequence[tuple[Knobs, Figures]], start: Knobs, slo: Slo) -> Knobs:
     """The winner (module docstring) among ``candidates``, each a point of the space with its
     in-sample figures; ``start`` must be one of them."""
-    best, figures = min(candidates, key=lambda candidate: (*rank(candidate[1], slo), changes(candidate[0], start)))
+    # The least rank, and among those alike, the fewest changes (the first in order on a tie).
+    ranked = [rank(found, slo) for _, found in candidates]
+    least = min(ranked)
+    tied = [candidate for candidate, each in zip(candidates, ranked, strict=True) if each == least]
+    best, figures = min(tied, key=lambda candidate: changes(candidate[0], start)) if len(tied) > 1 else tied[0]
     own = next(found for knobs, found in candidates if knobs == start)
     if slo.met(figures) and slo.met(own) and own.replica_hours <= figures.replica_hours * (1 + ALIKE):
         return start

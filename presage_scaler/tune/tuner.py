@@ -7,9 +7,10 @@ replayed over the whole trace from those forecasts at once (:mod:`presage_scaler
 its in-sample figures go to the choice (:mod:`presage_scaler.tune.search`); its held-out figures are
 kept aside for the report and the check.
 
-The seasonal trigger a KEDA user would write instead
-(:class:`presage_scaler.backtest.baselines.SeasonalTriggerPolicy`) has one knob, its target
-utilization: every utilization of :data:`presage_scaler.tune.trigger.UTILIZATIONS` is replayed at once
+Beside the candidates (unless asked not to, :attr:`TuneSetup.baselines`), the reactive HPA and the
+seasonal trigger a KEDA user would write instead
+(:class:`presage_scaler.backtest.baselines.SeasonalTriggerPolicy`) are replayed. The trigger has one
+knob, its target utilization: every utilization of :data:`presage_scaler.tune.trigger.UTILIZATIONS` is replayed at once
 and measured as the candidates are, the cheapest that meets the same service level in-sample with the
 same confidence is its choice, and that is reported held out beside presage's.
 
@@ -85,6 +86,9 @@ class TuneSetup:
     (:mod:`presage_scaler.backtest.memory`)."""
     trigger_utilization: float = DEFAULT_TRIGGER_UTILIZATION
     """The seasonal trigger's target utilization as set (a fraction): reported beside the tuned one."""
+    baselines: bool = True
+    """Whether to replay the reactive HPA and the seasonal trigger beside the candidates: ``presage
+    tune``'s table, files and report show them; ``presage advise`` writes neither into status.advice."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,14 @@ class TunedTrigger:
 
 
 @dataclass(frozen=True)
+class Baselines:
+    """What a KEDA user would run instead, on both parts."""
+
+    reactive: Outcome
+    trigger: TunedTrigger
+
+
+@dataclass(frozen=True)
 class OracleHours:
     """The oracle's replica-hours over each part the figures are measured on."""
 
@@ -146,19 +158,33 @@ class TuneResult:
     trials: tuple[Trial, ...]
     """Every candidate of the space, the starting spec first."""
     chosen: Trial
-    reactive: Outcome
-    """The reactive HPA's figures (with the starting spec's headroom)."""
-    trigger: TunedTrigger
-    """The seasonal trigger at the utilization asked for and tuned on the in-sample part."""
+    baselines: Baselines | None
+    """The reactive HPA's and the seasonal trigger's figures; None when tuned without them
+    (:attr:`TuneSetup.baselines`)."""
     oracle: OracleHours
     plan: Plan
     """The starting spec's plan (schedule, warm-up, boot delay, per-replica capacity)."""
     forecasts: int
     """Forecasting passes made: one per forecaster setting that reads the history differently."""
     held_out_capacity: dict[str, np.ndarray]
-    """Ready capacity over the held-out part of the chosen spec, the starting spec, the reactive HPA
-    and the tuned seasonal trigger (for the report)."""
+    """Ready capacity over the held-out part of the chosen spec, the starting spec, and with the
+    baselines, the reactive HPA and the tuned seasonal trigger (for the report)."""
     seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reactive(self) -> Outcome:
+        """The reactive HPA's figures (with the starting spec's headroom)."""
+        return self._baselines().reactive
+
+    @property
+    def trigger(self) -> TunedTrigger:
+        """The seasonal trigger at the utilization asked for and tuned on the in-sample part."""
+        return self._baselines().trigger
+
+    def _baselines(self) -> Baselines:
+        if self.baselines is None:
+            raise ValueError("this run was tuned without the baselines (TuneSetup.baselines)")
+        return self.baselines
 
     @property
     def default(self) -> Trial:
@@ -481,7 +507,6 @@ def tune(
     start = knobs_of(spec, setup.backend)
     base_wire = spec.to_wire()
     hours = _oracle_hours(_plan(before, spec, setup), base_plan, parts)
-    reactive = run_reactive(base_plan, base_plan.reactive_headroom)
     utilizations = trigger_utilizations(setup.trigger_utilization)
     space = space_for(start, base_plan)
     candidates = space.candidates(start)
@@ -517,21 +542,24 @@ def tune(
         for knobs, found in zip(candidates, _outcomes(counts, served, measured), strict=True)
     )
     chosen = candidates.index(choose([(t.knobs, t.in_sample) for t in trials], start, setup.slo))
-    triggered = trigger_counts(base_plan, utilizations, kept_from)
-    trigger = tuned_trigger(_outcomes(triggered, served, measured), utilizations, setup.trigger_utilization, setup.slo)
-    seconds["replaying"] = time.perf_counter() - replaying
 
     def held_out_capacity(replayed: np.ndarray, column: int) -> np.ndarray:
         begin = parts.held_out_from - schedule.lead
         desired = in_force(replayed[:, [column]], schedule, base_plan.initial, begin, parts.end, kept_from)
         return ready(desired, schedule.lead)[0] * base_plan.per_replica
 
-    capacity = {
-        "chosen": held_out_capacity(counts, chosen),
-        "starting spec": held_out_capacity(counts, 0),
-        "reactive HPA": reactive.ready[parts.held_out_from : parts.end] * base_plan.per_replica,
-        "seasonal trigger, tuned": held_out_capacity(triggered, utilizations.index(trigger.chosen.utilization)),
-    }
+    capacity = {"chosen": held_out_capacity(counts, chosen), "starting spec": held_out_capacity(counts, 0)}
+    baselines = None
+    if setup.baselines:
+        reactive = run_reactive(base_plan, base_plan.reactive_headroom)
+        triggered = trigger_counts(base_plan, utilizations, kept_from)
+        outcomes = _outcomes(triggered, served, measured)
+        trigger = tuned_trigger(outcomes, utilizations, setup.trigger_utilization, setup.slo)
+        baselines = Baselines(outcome(base_plan, reactive, parts, hours), trigger)
+        capacity["reactive HPA"] = reactive.ready[parts.held_out_from : parts.end] * base_plan.per_replica
+        tuned = utilizations.index(trigger.chosen.utilization)
+        capacity["seasonal trigger, tuned"] = held_out_capacity(triggered, tuned)
+    seconds["replaying"] = time.perf_counter() - replaying
     seconds["total"] = time.perf_counter() - began
     return TuneResult(
         trace=trace,
@@ -540,8 +568,7 @@ def tune(
         base_wire=base_wire,
         trials=trials,
         chosen=trials[chosen],
-        reactive=outcome(base_plan, reactive, parts, hours),
-        trigger=trigger,
+        baselines=baselines,
         oracle=hours,
         plan=base_plan,
         forecasts=sum(1 for each in passes if each.skip < len(steps)),
