@@ -23,7 +23,9 @@ continued by itself (:func:`continued`), which only speed is read from.
   warm one can cost.
 
 CPU is ``time.process_time`` of each call (this process; ``--jobs`` 1, as the chart runs advise), so
-other load on the machine inflates it less than wall time would. Chunks: forecast chunks the run made
+other load on the machine inflates it less than wall time would, the least of ``REPEATS`` calls from the
+same cache: a process's first touches of memory it never used cost kernel time that varies from call to
+call, and a long-lived advise pod advising scaler after scaler pays them once. Chunks: forecast chunks the run made
 / those it used. The speed goal is the issue's: a warm daily re-advice at 28 days of one-minute
 history within WARM_LIMIT CPU-s per scaler.
 
@@ -34,6 +36,7 @@ Run: ``.venv/bin/python benchmarks/bench_readvice.py [TRACES_DIR]``; writes
 from __future__ import annotations
 
 import math
+import os
 import sys
 import tempfile
 import time
@@ -60,6 +63,8 @@ LEAD = timedelta(minutes=5)
 END_OF_DAY = timedelta(hours=10)
 WARM_LIMIT = 5.0
 """CPU-s a warm daily re-advice may take per scaler at 28 days of one-minute history."""
+REPEATS = 3
+"""Calls of each advice; its CPU is the least of them."""
 CONTINUED_BY = timedelta(days=21)
 """How far back a continued trace repeats itself: whole weeks, so that each weekday follows its own."""
 ONE_MINUTE = timedelta(minutes=1)
@@ -128,17 +133,25 @@ class Cluster:
 
     def advise(self, trace: Trace, *, cached: bool, holding: ForecastStore | None = None) -> Run:
         """One advice at the end of ``trace``, from the cache when ``cached`` (else from nothing; from
-        ``holding`` alone when given); the cache then holds what this run kept."""
+        ``holding`` alone when given), REPEATS times from the same cache: its CPU is the least of them;
+        the cache then holds what the advice kept."""
         if not cached:
             self.cache.save(cache_name(self.obj["metadata"]), ForecastStore())  # an empty cache
-        store: list[ForecastStore] = []
-        cache = _Watched(self.cache.directory, self.cache.max_bytes, store, holding)
-        now = trace.start + len(trace) * trace.step
-        began = time.process_time()
-        body, _ = advice_from(trace, self.obj, self.backend, replace(OPTIONS, cache=cache), now)
-        cpu = time.process_time() - began
+        files = {path: path.read_bytes() for path in self.cache.directory.glob("*.npz")}
+        runs = []
+        for _ in range(REPEATS):
+            for path, data in files.items():
+                path.write_bytes(data)
+            store: list[ForecastStore] = []
+            cache = _Watched(self.cache.directory, self.cache.max_bytes, store, holding)
+            now = trace.start + len(trace) * trace.step
+            began = time.process_time()
+            body, _ = advice_from(trace, self.obj, self.backend, replace(OPTIONS, cache=cache), now)
+            runs.append((time.process_time() - began, body, store[0]))
+        cpu, body, made = min(runs, key=lambda run: run[0])
+        assert all(other == body for _, other, _ in runs)
         kept = sum(path.stat().st_size for path in self.cache.directory.glob("*.npz"))
-        return Run(cpu, store[0].made, store[0].used, body, kept, store[0])
+        return Run(cpu, made.made, made.used, body, kept, made)
 
 
 @dataclass(frozen=True)
@@ -234,7 +247,13 @@ def goals(measured: list[Measured], whole: Measured) -> list[str]:
     ]
 
 
+HUGE_PAGES = "NUMPY_MADVISE_HUGEPAGE"
+"""numpy's setting that presage's commands run with (presage_scaler/cli/__init__.py), read at its import."""
+
+
 def main() -> int:
+    if os.environ.get(HUGE_PAGES) != "0":  # numpy is imported already: run again as the commands run
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, HUGE_PAGES: "0"})
     args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "unused: advise runs with one process")
     if args.check:
         return results.check(LAYOUT)

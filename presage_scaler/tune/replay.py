@@ -193,21 +193,31 @@ def replay(
     current: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.full(len(candidates), decisions.initial, dtype=state)
     run = np.zeros(len(candidates), dtype=state)  # decisions in a row, this one included, that wanted one
     highest, lowest, patience = highest.astype(state), lowest.astype(state), patience.astype(state)
+    # A block of decisions' stateless columns, gathered per candidate at once into buffers made once (a
+    # block's few MiB, allocated anew each time, would be mapped and faulted in again each time).
+    below, keep = np.empty(len(candidates), dtype=bool), np.empty(len(candidates), dtype=bool)
+    ceiling, floor, limited = np.empty_like(current), np.empty_like(current), np.empty_like(current)
+    at = np.empty(len(candidates), dtype=np.intp)
+    columns_of = (columns.wanted.astype(state), columns.bounded.astype(state), columns.guarded)
+    buffers = [np.empty((BLOCK, len(candidates)), dtype=column.dtype) for column in columns_of]
     for block in range(0, len(decisions.steps), BLOCK):
-        # A block of decisions' stateless columns, gathered per candidate at once.
         rows = slice(block, block + BLOCK)
-        wanted = columns.wanted[rows].astype(state).take(wanted_of, axis=1)
-        bounded = columns.bounded[rows].astype(state).take(wanted_of, axis=1)
-        guarded = columns.guarded[rows].take(guarded_of, axis=1)
+        wanted, bounded, guarded = (
+            np.take(column[rows], of, axis=1, out=buffer[: len(column[rows])])
+            for column, of, buffer in zip(columns_of, (wanted_of, wanted_of, guarded_of), buffers, strict=True)
+        )
         for row in range(len(wanted)):
-            below = bounded[row] < current
+            # Every operation writes into an array made once: no allocation per decision.
+            np.less(bounded[row], current, out=below)
             run += 1
             run *= below
             # A scale-down candidacy that has not run for the window keeps the count, as does the guard.
-            keep = run <= patience
+            np.less_equal(run, patience, out=keep)
             keep |= guarded[row]
             keep &= below
-            limited = np.maximum(np.minimum(wanted[row], highest.take(current)), lowest.take(offsets + current))
+            # The count the rate limits and bounds allow: the tables hold every count up to ``top``.
+            np.minimum(wanted[row], highest.take(current, out=ceiling, mode="clip"), out=limited)
+            np.maximum(limited, lowest.take(np.add(offsets, current, out=at), out=floor, mode="clip"), out=limited)
             # current = keep ? current : limited, as a sum of products (the same integers as np.where, faster)
             current -= limited
             current *= keep
