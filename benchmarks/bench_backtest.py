@@ -118,6 +118,17 @@ def overrides_for(trace: Trace, lead: timedelta) -> Overrides:
     return Overrides(per_replica=float(np.percentile(trace.values, 99)) / REPLICAS_AT_P99, lead_time=lead)
 
 
+HUGE_PAGES = "NUMPY_MADVISE_HUGEPAGE"
+"""numpy's setting that presage's commands run with (presage_scaler/cli/__init__.py), read at its import."""
+
+
+def as_the_commands_run() -> None:
+    """Run this benchmark again, from the start, with numpy set as presage's commands set it (numpy is
+    imported already, and reads the setting only then); nothing when it is so set."""
+    if os.environ.get(HUGE_PAGES) != "0":
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, HUGE_PAGES: "0"})
+
+
 def arguments(description: str, jobs_help: str) -> argparse.Namespace:
     """The benchmarks' command line: the traces directory (default ../shared/traces), --jobs and --check."""
     parser = argparse.ArgumentParser(description=description)

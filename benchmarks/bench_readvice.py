@@ -36,7 +36,6 @@ Run: ``.venv/bin/python benchmarks/bench_readvice.py [TRACES_DIR]``; writes
 from __future__ import annotations
 
 import math
-import os
 import sys
 import tempfile
 import time
@@ -247,13 +246,8 @@ def goals(measured: list[Measured], whole: Measured) -> list[str]:
     ]
 
 
-HUGE_PAGES = "NUMPY_MADVISE_HUGEPAGE"
-"""numpy's setting that presage's commands run with (presage_scaler/cli/__init__.py), read at its import."""
-
-
 def main() -> int:
-    if os.environ.get(HUGE_PAGES) != "0":  # numpy is imported already: run again as the commands run
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, HUGE_PAGES: "0"})
+    bench_backtest.as_the_commands_run()
     args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "unused: advise runs with one process")
     if args.check:
         return results.check(LAYOUT)

@@ -296,6 +296,7 @@ def row(name: str, result: TuneResult, timing: Timing) -> tuple[object, ...]:
 
 
 def main() -> int:
+    bench_backtest.as_the_commands_run()
     args = bench_backtest.arguments((__doc__ or "").split("\n\n")[0], "processes per tuning run")
     if args.check:
         return results.check(LAYOUT)
