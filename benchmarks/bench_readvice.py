@@ -49,14 +49,11 @@ import numpy as np
 import results
 from bench_seasonal_naive import cpu_us_per_call, demand
 
-from presage_scaler.api.parse import parse
-from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.backtest.config import backend_spec, scaler_spec
 from presage_scaler.backtest.csv_trace import load_csv
 from presage_scaler.backtest.trace import Trace
 from presage_scaler.tune.forecast_cache import ForecastCache, ForecastStore, cache_name
-from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, advice_spec
-from presage_scaler.tune.read_window import read_span
+from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, read_span_of
 
 LEAD = timedelta(minutes=5)
 END_OF_DAY = timedelta(hours=10)
@@ -125,10 +122,7 @@ class Cluster:
 
     def read_span(self) -> int:
         """Trace steps one advice reads (presage advise's read, :func:`presage_scaler.tune.read_window.read_span`)."""
-        spec = parse(PredictiveScalerSpec, self.obj["spec"], path="spec")
-        settings = advice_spec(self.obj)
-        assert settings is not None
-        return int(read_span(settings.lookback, OPTIONS.warmup, spec, backend_spec(self.backend)) / ONE_MINUTE)
+        return int(read_span_of(self.obj, self.backend, OPTIONS.warmup) / ONE_MINUTE)
 
     def advise(self, trace: Trace, *, cached: bool, holding: ForecastStore | None = None) -> Run:
         """One advice at the end of ``trace``, from the cache when ``cached`` (else from nothing; from

@@ -10,7 +10,8 @@ live spec is whatever the stored spec is at each decision. At each decision, in 
    the scaler when :func:`presage_scaler.tune.in_cluster_advisor.due` says so (never advised, its spec
    changed, its last attempt failed, or ``spec.advice.every`` has passed). It reads the signal over
    ``spec.advice.lookback`` before now and the history before it that the lookback's decisions read
-   (:func:`presage_scaler.tune.read_window.read_span`; the trace up to the last complete point) and turns it into
+   (:func:`presage_scaler.tune.in_cluster_advisor.read_span_of`; the trace up to the last complete
+   point) and turns it into
    ``status.advice`` with :func:`presage_scaler.tune.in_cluster_advisor.advice_from`, the function a run
    in the cluster calls after its reads; the body is merged into ``status.advice`` as presage advise's
    merge patch is; a failed attempt writes its error (:func:`presage_scaler.tune.advice_body.failed_status`).
@@ -45,7 +46,7 @@ from presage_scaler.api.parse import parse
 from presage_scaler.api.predictive_scaler import PredictiveScalerSpec
 from presage_scaler.api.predictive_scaler_status import AdviceApplied, AdviceStatus
 from presage_scaler.api.quantities import format_duration
-from presage_scaler.backtest.config import backend_spec, make_backend
+from presage_scaler.backtest.config import make_backend
 from presage_scaler.backtest.replay import PresagePolicy, forecaster_for
 from presage_scaler.backtest.runner import Plan, Setup, plan
 from presage_scaler.backtest.simulator import Simulation, simulate
@@ -66,8 +67,7 @@ from presage_scaler.engine.shadow import ShadowLedger
 from presage_scaler.series.timegrid import align_down, steps_for
 from presage_scaler.tune.advice_body import failed_status
 from presage_scaler.tune.errors import HistoryTooShort
-from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, advice_spec, due
-from presage_scaler.tune.read_window import read_span
+from presage_scaler.tune.in_cluster_advisor import AdviseOptions, advice_from, advice_spec, due, read_span_of
 
 ADVISOR_PERIOD = timedelta(hours=1)
 """How often presage advise runs: the chart's ``advise.schedule`` (hourly)."""
@@ -87,10 +87,7 @@ def production_advisor(options: AdviseOptions) -> Advisor:
     run's flags)."""
 
     def advisor(recorded: Trace, obj: dict[str, Any], backend: dict[str, Any], now: datetime) -> dict[str, Any]:
-        settings = advice_spec(obj)
-        assert settings is not None  # only advised scalers are advised
-        spec = parse(PredictiveScalerSpec, obj["spec"], path="spec")
-        span = read_span(settings.lookback, options.warmup, spec, backend_spec(backend))
+        span = read_span_of(obj, backend, options.warmup)
         body, _ = advice_from(history_before(recorded, len(recorded), span), obj, backend, options, now)
         return body
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from presage_scaler.api.advice_scope import Skipped, advice_settings
 from presage_scaler.api.kinds import API_VERSION, PREDICTIVE_SCALER
-from presage_scaler.api.parse import SpecError
-from presage_scaler.api.predictive_scaler import AdviceSpec
+from presage_scaler.api.parse import SpecError, parse
+from presage_scaler.api.predictive_scaler import AdviceSpec, PredictiveScalerSpec
 from presage_scaler.api.quantities import format_duration
 from presage_scaler.api.sharding import shard_of
 from presage_scaler.backtest.config import DEFAULT_WARMUP, Overrides, backend_spec
@@ -53,7 +53,7 @@ from presage_scaler.tune.errors import ERRORS, HistoryTooShort, TuneError
 from presage_scaler.tune.forecast_cache import ForecastCache, cache_name, reusing
 from presage_scaler.tune.from_cluster import live_scaler
 from presage_scaler.tune.previous_advice import advise_after, previous_advice
-from presage_scaler.tune.read_window import warmup_for
+from presage_scaler.tune.read_window import read_span, warmup_for
 from presage_scaler.tune.search import Slo
 from presage_scaler.tune.tuner import TuneSetup, tune
 from presage_scaler.tune.verdict import Advice, Verdict
@@ -208,6 +208,15 @@ def advice_spec(obj: dict[str, Any]) -> AdviceSpec | None:
     parse."""
     settings = advice_settings(obj.get("spec"))
     return settings if isinstance(settings, AdviceSpec) else None
+
+
+def read_span_of(obj: dict[str, Any], backend: dict[str, Any], warmup: timedelta) -> timedelta:
+    """How far back an advice of the advised scaler ``obj`` (as stored) reads its signal, with its
+    ForecastBackend's spec ``backend`` and a warm-up of ``warmup`` (:func:`read_span`)."""
+    settings = advice_spec(obj)
+    assert settings is not None  # only advised scalers are read
+    spec = parse(PredictiveScalerSpec, obj["spec"], path="spec")
+    return read_span(settings.lookback, warmup, spec, backend_spec(backend))
 
 
 def in_shard(obj: dict[str, Any], shard: int, shards: int) -> bool:
