@@ -193,7 +193,7 @@ def choose(candidates: Sequence[tuple[Knobs, Figures]], start: Knobs, slo: Slo) 
     ranked = [rank(found, slo) for _, found in candidates]
     least = min(ranked)
     tied = [candidate for candidate, each in zip(candidates, ranked, strict=True) if each == least]
-    best, figures = min(tied, key=lambda candidate: changes(candidate[0], start)) if len(tied) > 1 else tied[0]
+    best, figures = min(tied, key=lambda candidate: changes(candidate[0], start))
     own = next(found for knobs, found in candidates if knobs == start)
     if slo.met(figures) and slo.met(own) and own.replica_hours <= figures.replica_hours * (1 + ALIKE):
         return start
